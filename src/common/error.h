@@ -1,0 +1,19 @@
+/* Internal error reporting: every failing function records a detailed, thread-local message
+ * once, where the error is decided, and returns its status. */
+#ifndef HVD_COMMON_ERROR_H
+#define HVD_COMMON_ERROR_H
+
+#include <hvd/types.h>
+
+/* Record fmt as this thread's last error and return status (for `return hvd__error_set(...)`). */
+hvd_status_t hvd__error_set(hvd_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefix the current message with more context ("while X: <old message>"); returns status. */
+hvd_status_t hvd__error_wrap(hvd_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Forget this thread's last error. */
+void hvd__error_clear(void);
+
+#endif

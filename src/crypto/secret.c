@@ -1,0 +1,70 @@
+#include "crypto/secret.h"
+
+#include "common/error.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+hvd_status_t hvd__secret_generate(hvd_secret_t *secret_p) {
+    size_t got = 0;
+    while (got < HVD_SECRET_LEN) {
+        ssize_t n = getrandom(secret_p->bytes + got, HVD_SECRET_LEN - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return hvd__error_set(HVD_ERR_IO, "cannot read random bytes for the job secret: %s",
+                                  strerror(errno));
+        }
+        got += (size_t)n;
+    }
+    return HVD_OK;
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int hvd__hex_decode(const char *hex, size_t hex_len, uint8_t *bytes) {
+    if (hex_len % 2)
+        return -1;
+    for (size_t i = 0; i < hex_len / 2; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        bytes[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+void hvd__hex_encode(const uint8_t *bytes, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+hvd_status_t hvd__secret_from_hex(const char *hex, hvd_secret_t *secret_p) {
+    if (!hex || strlen(hex) != HVD_SECRET_HEX_LEN ||
+        hvd__hex_decode(hex, HVD_SECRET_HEX_LEN, secret_p->bytes) != 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "the job secret is malformed (expected %d hex digits)",
+                              HVD_SECRET_HEX_LEN);
+    return HVD_OK;
+}
+
+void hvd__secret_to_hex(const hvd_secret_t *secret, char *out) {
+    hvd__hex_encode(secret->bytes, HVD_SECRET_LEN, out);
+}
+
+void hvd__secret_wipe(hvd_secret_t *secret) {
+    explicit_bzero(secret->bytes, sizeof secret->bytes);
+}

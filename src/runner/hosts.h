@@ -1,0 +1,55 @@
+/* Hosts and the slot plan.
+ *
+ * A host list comes from `-H host:slots,...` or a hostfile (`host slots=N` lines, blank lines
+ * and `#` comments allowed). The slot plan assigns exactly num_proc ranks with Horovod's
+ * semantics (reference section 2.2): walk hosts in order, local ranks 0..slots-1 on each;
+ * cross_rank is the host's index among hosts that have that local rank; local_size is the
+ * number of ranks on the host; cross_size the number of hosts having that local rank. */
+#ifndef HVD_RUNNER_HOSTS_H
+#define HVD_RUNNER_HOSTS_H
+
+#include <hvd/types.h>
+
+#include <stddef.h>
+
+typedef struct {
+    char *name; /* as written by the user */
+    int slots;
+} hvd_host_t;
+
+typedef struct {
+    hvd_host_t *hosts;
+    size_t count;
+} hvd_host_list_t;
+
+typedef struct {
+    int rank, size, local_rank, local_size, cross_rank, cross_size;
+    const char *host; /* points into the host list the plan was made from */
+} hvd_slot_t;
+
+typedef struct {
+    hvd_slot_t *slots; /* in rank order */
+    size_t count;
+} hvd_slot_plan_t;
+
+/* Parse "h1:2,h2:4". Errors (HVD_ERR_INVALID_ARG) name the offending item and why. */
+hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p);
+
+/* Parse a hostfile. Errors name the file, the line number and the line. */
+hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p);
+
+void hvd__hosts_fini(hvd_host_list_t *list);
+
+/* Plan exactly num_proc ranks over the hosts (num_proc >= 1). Too few slots is
+ * HVD_ERR_INVALID_ARG saying how many were requested and how many were found. The plan's host
+ * pointers borrow from hosts, which must outlive it. */
+hvd_status_t hvd__slot_plan_create(const hvd_host_list_t *hosts, int num_proc,
+                                   hvd_slot_plan_t *plan_p);
+
+void hvd__slot_plan_fini(hvd_slot_plan_t *plan);
+
+/* Write the --dry-run line for a slot into out (no newline):
+ * "rank=R size=S local_rank=LR local_size=LS cross_rank=CR cross_size=CS host=H". */
+int hvd__slot_format(const hvd_slot_t *slot, char *out, size_t out_size);
+
+#endif

@@ -1,0 +1,4 @@
+/* horovodrun: entry point (being assembled). */
+int main(void) {
+    return 0;
+}
