@@ -41,28 +41,43 @@ const char *hvd_last_error(void) {
 
 const char *hvd_status_str(hvd_status_t status) {
     switch (status) {
-    case HVD_OK: return "HVD_OK";
-    case HVD_ERR_INVALID_ARG: return "HVD_ERR_INVALID_ARG";
-    case HVD_ERR_TIMEOUT: return "HVD_ERR_TIMEOUT";
-    case HVD_ERR_PEER_LOST: return "HVD_ERR_PEER_LOST";
-    case HVD_ERR_HOSTS_UPDATED: return "HVD_ERR_HOSTS_UPDATED";
-    case HVD_ERR_SHUT_DOWN: return "HVD_ERR_SHUT_DOWN";
-    case HVD_ERR_MISMATCH: return "HVD_ERR_MISMATCH";
-    case HVD_ERR_NO_MEMORY: return "HVD_ERR_NO_MEMORY";
-    case HVD_ERR_IO: return "HVD_ERR_IO";
-    case HVD_ERR_PROTOCOL: return "HVD_ERR_PROTOCOL";
-    case HVD_ERR_AUTH: return "HVD_ERR_AUTH";
-    case HVD_ERR_NOT_FOUND: return "HVD_ERR_NOT_FOUND";
-    case HVD_ERR_TOO_LARGE: return "HVD_ERR_TOO_LARGE";
-    case HVD_ERR_UNSUPPORTED: return "HVD_ERR_UNSUPPORTED";
-    case HVD_ERR_STATE: return "HVD_ERR_STATE";
-    default: return "HVD_ERR_UNKNOWN";
+    case HVD_OK:
+        return "HVD_OK";
+    case HVD_ERR_INVALID_ARG:
+        return "HVD_ERR_INVALID_ARG";
+    case HVD_ERR_TIMEOUT:
+        return "HVD_ERR_TIMEOUT";
+    case HVD_ERR_PEER_LOST:
+        return "HVD_ERR_PEER_LOST";
+    case HVD_ERR_HOSTS_UPDATED:
+        return "HVD_ERR_HOSTS_UPDATED";
+    case HVD_ERR_SHUT_DOWN:
+        return "HVD_ERR_SHUT_DOWN";
+    case HVD_ERR_MISMATCH:
+        return "HVD_ERR_MISMATCH";
+    case HVD_ERR_NO_MEMORY:
+        return "HVD_ERR_NO_MEMORY";
+    case HVD_ERR_IO:
+        return "HVD_ERR_IO";
+    case HVD_ERR_PROTOCOL:
+        return "HVD_ERR_PROTOCOL";
+    case HVD_ERR_AUTH:
+        return "HVD_ERR_AUTH";
+    case HVD_ERR_NOT_FOUND:
+        return "HVD_ERR_NOT_FOUND";
+    case HVD_ERR_TOO_LARGE:
+        return "HVD_ERR_TOO_LARGE";
+    case HVD_ERR_UNSUPPORTED:
+        return "HVD_ERR_UNSUPPORTED";
+    case HVD_ERR_STATE:
+        return "HVD_ERR_STATE";
+    default:
+        return "HVD_ERR_UNKNOWN";
     }
 }
 
 const char *hvd_version(void) {
 #define HVD_STR2(x) #x
 #define HVD_STR(x) HVD_STR2(x)
-    return HVD_STR(HVD_VERSION_MAJOR) "." HVD_STR(HVD_VERSION_MINOR) "." HVD_STR(
-        HVD_VERSION_PATCH);
+    return HVD_STR(HVD_VERSION_MAJOR) "." HVD_STR(HVD_VERSION_MINOR) "." HVD_STR(HVD_VERSION_PATCH);
 }

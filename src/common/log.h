@@ -30,10 +30,10 @@ void hvd__log_set_fds(int out_fd, int err_fd);
 void hvd__log_write(hvd_log_level_t level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-#define HVD_LOG(level, ...)                                                                    \
-    do {                                                                                       \
-        if ((level) >= hvd__log_threshold)                                                     \
-            hvd__log_write((level), __FILE__, __LINE__, __VA_ARGS__);                          \
+#define HVD_LOG(level, ...)                                                                        \
+    do {                                                                                           \
+        if ((level) >= hvd__log_threshold)                                                         \
+            hvd__log_write((level), __FILE__, __LINE__, __VA_ARGS__);                              \
     } while (0)
 
 #define HVD_LOG_T(...) HVD_LOG(HVD_LOG_TRACE, __VA_ARGS__)

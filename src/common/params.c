@@ -115,11 +115,10 @@ static hvd_status_t set_one(hvd_params_t *p, const hvd_param_def_t *d, const cha
         errno = 0;
         double v = strtod(value, &end);
         if (errno || end == value || *end != '\0' || !isfinite(v))
-            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s='%s' is not a number", d->name,
-                                  value);
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s='%s' is not a number", d->name, value);
         if (v < d->min || v > d->max)
-            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s=%g is out of range [%g, %g]",
-                                  d->name, v, d->min, d->max);
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s=%g is out of range [%g, %g]", d->name, v,
+                                  d->min, d->max);
         *(double *)field = v;
         return HVD_OK;
     }
@@ -174,6 +173,8 @@ void hvd__params_fini(hvd_params_t *params) {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (table[i].kind == HVD_PARAM_STR) {
             char **field = (char **)((char *)params + table[i].offset);
+            if (*field && table[i].offset == offsetof(hvd_params_t, secret_key))
+                explicit_bzero(*field, strlen(*field));
             free(*field);
             *field = NULL;
         }

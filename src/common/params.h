@@ -11,7 +11,13 @@
 
 #include "common/log.h"
 
-typedef enum { HVD_PARAM_INT, HVD_PARAM_FLOAT, HVD_PARAM_BOOL, HVD_PARAM_STR, HVD_PARAM_LOGLEVEL } hvd_param_kind_t;
+typedef enum {
+    HVD_PARAM_INT,
+    HVD_PARAM_FLOAT,
+    HVD_PARAM_BOOL,
+    HVD_PARAM_STR,
+    HVD_PARAM_LOGLEVEL
+} hvd_param_kind_t;
 
 /* Who reads a variable: the worker library, the launcher, or both. */
 #define HVD_PARAM_WORKER 1u

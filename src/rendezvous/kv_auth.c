@@ -21,23 +21,30 @@ int64_t hvd__kv_auth_now_ms(void) {
 }
 
 static int compute_mac(const hvd_secret_t *secret, const char *method, const char *target,
-                       const char *ts, const char *nonce_hex, const void *body,
-                       size_t body_len, uint8_t *mac) {
+                       const char *ts, const char *nonce_hex, const void *body, size_t body_len,
+                       uint8_t *mac) {
     uint8_t digest[32];
     char digest_hex[65];
     if (hvd__sha256(body ? body : "", body_len, digest) != 0)
         return -1;
     hvd__hex_encode(digest, sizeof digest, digest_hex);
-    const void *parts[] = {kDomain, method, "\n", target, "\n", ts, "\n", nonce_hex, "\n",
-                           digest_hex};
-    size_t lens[] = {sizeof kDomain - 1, strlen(method), 1, strlen(target), 1, strlen(ts), 1,
-                     strlen(nonce_hex), 1, 64};
+    const void *parts[] = {kDomain, method, "\n",      target, "\n",
+                           ts,      "\n",   nonce_hex, "\n",   digest_hex};
+    size_t lens[] = {sizeof kDomain - 1,
+                     strlen(method),
+                     1,
+                     strlen(target),
+                     1,
+                     strlen(ts),
+                     1,
+                     strlen(nonce_hex),
+                     1,
+                     64};
     return hvd__hmac_sha256(secret->bytes, HVD_SECRET_LEN, parts, lens, 10, mac);
 }
 
-hvd_status_t hvd__kv_auth_sign(const hvd_secret_t *secret, const char *method,
-                               const char *target, const void *body, size_t body_len,
-                               char *out) {
+hvd_status_t hvd__kv_auth_sign(const hvd_secret_t *secret, const char *method, const char *target,
+                               const void *body, size_t body_len, char *out) {
     uint8_t nonce[HVD_KV_NONCE_LEN];
     char nonce_hex[2 * HVD_KV_NONCE_LEN + 1], ts[24], mac_hex[2 * HVD_HMAC_LEN + 1];
     uint8_t mac[HVD_HMAC_LEN];
@@ -69,8 +76,7 @@ struct hvd_kv_replay {
     int64_t floor_ts; /* timestamps <= floor are refused (their nonces may have been evicted) */
 };
 
-hvd_status_t hvd__kv_replay_create(size_t capacity, int64_t window_ms,
-                                   hvd_kv_replay_t **replay_p) {
+hvd_status_t hvd__kv_replay_create(size_t capacity, int64_t window_ms, hvd_kv_replay_t **replay_p) {
     if (capacity == 0 || capacity > (1u << 24))
         return hvd__error_set(HVD_ERR_INVALID_ARG, "replay capacity %zu out of range", capacity);
     hvd_kv_replay_t *r = calloc(1, sizeof *r);
@@ -193,9 +199,8 @@ static int parse_header(const char *h, char *ts, size_t ts_size, char *nonce_hex
 }
 
 hvd_kv_auth_result_t hvd__kv_auth_verify(const hvd_secret_t *secret, hvd_kv_replay_t *replay,
-                                         const char *header, const char *method,
-                                         const char *target, const void *body, size_t body_len,
-                                         int64_t now_ms) {
+                                         const char *header, const char *method, const char *target,
+                                         const void *body, size_t body_len, int64_t now_ms) {
     char ts[20], nonce_hex[2 * HVD_KV_NONCE_LEN + 1], mac_hex[2 * HVD_HMAC_LEN + 1];
     uint8_t nonce[HVD_KV_NONCE_LEN], mac[HVD_HMAC_LEN], expect[HVD_HMAC_LEN];
     if (!header)
@@ -219,12 +224,18 @@ hvd_kv_auth_result_t hvd__kv_auth_verify(const hvd_secret_t *secret, hvd_kv_repl
 
 const char *hvd__kv_auth_result_str(hvd_kv_auth_result_t result) {
     switch (result) {
-    case HVD_KV_AUTH_OK: return "authenticated";
-    case HVD_KV_AUTH_MISSING: return "missing Authorization header";
-    case HVD_KV_AUTH_MALFORMED: return "malformed Authorization header";
-    case HVD_KV_AUTH_BAD_MAC: return "signature does not match the job secret";
-    case HVD_KV_AUTH_STALE: return "request timestamp outside the accepted window";
-    case HVD_KV_AUTH_REPLAYED: return "request replayed (nonce already used)";
+    case HVD_KV_AUTH_OK:
+        return "authenticated";
+    case HVD_KV_AUTH_MISSING:
+        return "missing Authorization header";
+    case HVD_KV_AUTH_MALFORMED:
+        return "malformed Authorization header";
+    case HVD_KV_AUTH_BAD_MAC:
+        return "signature does not match the job secret";
+    case HVD_KV_AUTH_STALE:
+        return "request timestamp outside the accepted window";
+    case HVD_KV_AUTH_REPLAYED:
+        return "request replayed (nonce already used)";
     }
     return "unknown";
 }

@@ -35,9 +35,8 @@ int64_t hvd__kv_auth_now_ms(void);
 
 /* Write the header value for a request into out[HVD_KV_AUTH_MAX]. A fresh random nonce is
  * drawn. Returns HVD_OK, or HVD_ERR_IO if no randomness or HMAC is available. */
-hvd_status_t hvd__kv_auth_sign(const hvd_secret_t *secret, const char *method,
-                               const char *target, const void *body, size_t body_len,
-                               char *out);
+hvd_status_t hvd__kv_auth_sign(const hvd_secret_t *secret, const char *method, const char *target,
+                               const void *body, size_t body_len, char *out);
 
 /* Remembers recently seen nonces within a bounded capacity. When full, the oldest entry is
  * evicted and its timestamp becomes a floor: anything signed at or before it is refused, so
@@ -50,9 +49,8 @@ void hvd__kv_replay_destroy(hvd_kv_replay_t *replay);
 /* Check a request's header value (NULL when absent) against the secret and the replay guard.
  * now_ms is hvd__kv_auth_now_ms() (a parameter so tests can move the clock). */
 hvd_kv_auth_result_t hvd__kv_auth_verify(const hvd_secret_t *secret, hvd_kv_replay_t *replay,
-                                         const char *header, const char *method,
-                                         const char *target, const void *body, size_t body_len,
-                                         int64_t now_ms);
+                                         const char *header, const char *method, const char *target,
+                                         const void *body, size_t body_len, int64_t now_ms);
 
 /* Human-readable reason ("missing Authorization header", ...). */
 const char *hvd__kv_auth_result_str(hvd_kv_auth_result_t result);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install every Debian package hvd needs to build, test and run. Idempotent, and fast when
+# everything is already there: it asks apt only for what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config   # toolchain
+  libssl-dev                         # libcrypto: HMAC-SHA256 for every authenticated wire
+  libmicrohttpd-dev                  # the rendezvous HTTP server in horovodrun
+  libyaml-dev                        # horovodrun --config-file
+  libcmocka-dev                      # unit tests
+  procps psmisc                      # ps/pgrep/pkill used by the end-to-end tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: install what is missing, then build twice (warnings as
+# errors; and ASan+UBSan) and run every test in both builds. Exit status 0 only if all pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+jobs=$(nproc)
+
+run_suite() { # name, cmake flags...
+  local dir="build-$1"; shift
+  echo "=== configure + build: $dir ($*)"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs" >/dev/null
+  echo "=== test: $dir"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300)
+}
+
+run_suite ci
+# ASan/UBSan: abort on the first report so a finding fails the test that caused it.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_suite asan -DHVD_SANITIZE=ON

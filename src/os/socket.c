@@ -1,0 +1,133 @@
+#include "os/socket.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Wait for events on fd until deadline. Returns 1 ready, 0 timed out, -1 error (errno). */
+static int wait_fd(int fd, short events, int64_t deadline_ms) {
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events};
+        int r = poll(&p, 1, hvd__clock_remaining_ms(deadline_ms));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r;
+        return 1;
+    }
+}
+
+static hvd_status_t connect_one(const struct addrinfo *ai, const char *peer, int64_t deadline_ms,
+                                int *fd_p) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket() for %s: %s", peer, strerror(errno));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(e == ECONNREFUSED ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
+                              "cannot connect to %s: %s", peer, strerror(e));
+    }
+    int r = wait_fd(fd, POLLOUT, deadline_ms);
+    if (r <= 0) {
+        int e = errno;
+        close(fd);
+        if (r == 0)
+            return hvd__error_set(HVD_ERR_TIMEOUT, "timed out connecting to %s", peer);
+        return hvd__error_set(HVD_ERR_IO, "cannot connect to %s: %s", peer, strerror(e));
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err) {
+        close(fd);
+        return hvd__error_set(err == ECONNREFUSED ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
+                              "cannot connect to %s: %s", peer, strerror(err));
+    }
+    *fd_p = fd;
+    return HVD_OK;
+}
+
+hvd_status_t hvd__socket_connect(const char *host, int port, int64_t deadline_ms, int *fd_p) {
+    char peer[300], service[16];
+    snprintf(peer, sizeof peer, "%s:%d", host, port);
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, service, &hints, &res);
+    if (gai != 0)
+        return hvd__error_set(HVD_ERR_IO, "cannot resolve %s: %s", peer, gai_strerror(gai));
+    hvd_status_t st = HVD_ERR_IO;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        st = connect_one(ai, peer, deadline_ms, fd_p);
+        if (st == HVD_OK || st == HVD_ERR_TIMEOUT)
+            break;
+    }
+    freeaddrinfo(res);
+    return st;
+}
+
+hvd_status_t hvd__socket_send_all(int fd, const void *buf, size_t len, int64_t deadline_ms,
+                                  const char *peer) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int r = wait_fd(fd, POLLOUT, deadline_ms);
+            if (r == 0)
+                return hvd__error_set(HVD_ERR_TIMEOUT, "timed out sending to %s", peer);
+            if (r < 0)
+                return hvd__error_set(HVD_ERR_IO, "poll while sending to %s: %s", peer,
+                                      strerror(errno));
+            continue;
+        }
+        int e = errno;
+        return hvd__error_set(e == EPIPE || e == ECONNRESET ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
+                              "cannot send to %s: %s", peer, strerror(e));
+    }
+    return HVD_OK;
+}
+
+hvd_status_t hvd__socket_recv_some(int fd, void *buf, size_t len, int64_t deadline_ms,
+                                   const char *peer, size_t *got_p) {
+    for (;;) {
+        ssize_t n = recv(fd, buf, len, 0);
+        if (n >= 0) {
+            *got_p = (size_t)n;
+            return HVD_OK;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int r = wait_fd(fd, POLLIN, deadline_ms);
+            if (r == 0)
+                return hvd__error_set(HVD_ERR_TIMEOUT, "timed out waiting for data from %s", peer);
+            if (r < 0)
+                return hvd__error_set(HVD_ERR_IO, "poll while receiving from %s: %s", peer,
+                                      strerror(errno));
+            continue;
+        }
+        int e = errno;
+        return hvd__error_set(e == ECONNRESET ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
+                              "cannot receive from %s: %s", peer, strerror(e));
+    }
+}

@@ -1,0 +1,7 @@
+hvd_unit_test(common tests/unit/test_common.c)
+hvd_unit_test(kv_auth tests/unit/test_kv_auth.c)
+hvd_unit_test(http_client tests/unit/test_http_client.c)
+# The shared library exports exactly the functions the public headers declare.
+add_test(NAME unit.exports COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_exports.sh
+         $<TARGET_FILE:hvd> ${PROJECT_SOURCE_DIR}/include/hvd)
+set_tests_properties(unit.exports PROPERTIES LABELS unit)
