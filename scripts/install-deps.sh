@@ -9,7 +9,7 @@ packages=(
   libmicrohttpd-dev                  # the rendezvous HTTP server in horovodrun
   libyaml-dev                        # horovodrun --config-file
   libcmocka-dev                      # unit tests
-  procps psmisc                      # ps/pgrep/pkill used by the end-to-end tests
+  procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
 )
 
 missing=()

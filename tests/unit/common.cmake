@@ -5,3 +5,4 @@ hvd_unit_test(http_client tests/unit/test_http_client.c)
 add_test(NAME unit.exports COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_exports.sh
          $<TARGET_FILE:hvd> ${PROJECT_SOURCE_DIR}/include/hvd)
 set_tests_properties(unit.exports PROPERTIES LABELS unit)
+hvd_unit_test(store_decode tests/unit/test_store_decode.c)
