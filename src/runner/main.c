@@ -1,4 +1,277 @@
-/* horovodrun: entry point (being assembled). */
-int main(void) {
-    return 0;
+/* horovodrun: parse the command line, plan the slots, start the rendezvous store, launch and
+ * supervise the ranks. Exit codes are documented in README.md and in --help. */
+#include <hvd/hvd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "crypto/secret.h"
+#include "os/netif.h"
+#include "rendezvous/kv_server.h"
+#include "runner/help.h"
+#include "runner/hosts.h"
+#include "runner/launch.h"
+#include "runner/settings.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define EXIT_LAUNCH 1
+/* SIGTERM -> SIGKILL grace for ranks being terminated (Horovod's GRACEFUL_TERMINATION_TIME_S) */
+#define KILL_GRACE_MS 5000
+
+static int usage_error(void) {
+    fprintf(stderr, "horovodrun: error: %s\n", hvd_last_error());
+    return EXIT_USAGE;
+}
+
+static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) {
+    if (s->hosts)
+        return hvd__hosts_parse(s->hosts, hosts);
+    if (s->hostfile)
+        return hvd__hosts_parse_file(s->hostfile, hosts);
+    char local[32];
+    snprintf(local, sizeof local, "localhost:%d", s->num_proc);
+    return hvd__hosts_parse(local, hosts);
+}
+
+/* Refuse what this build cannot do yet, with a message saying so, rather than half-doing it. */
+static hvd_status_t check_supported(const hvd_settings_t *s) {
+    if (s->controller == HVD_CONTROLLER_MPI || s->controller == HVD_CONTROLLER_JSRUN)
+        return hvd__error_set(HVD_ERR_UNSUPPORTED,
+                              "%s: this build has no MPI launch path yet; the built-in path "
+                              "(the default, or --gloo) runs the job without MPI",
+                              s->controller == HVD_CONTROLLER_MPI ? "--mpi" : "--jsrun");
+    if (s->elastic)
+        return hvd__error_set(HVD_ERR_UNSUPPORTED,
+                              "elastic mode (--min-np / --host-discovery-script) is not "
+                              "available in this build yet");
+    return HVD_OK;
+}
+
+/* Every host of the plan must be this machine until the ssh launch exists. */
+static hvd_status_t check_local(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
+                                int verbose) {
+    if (verbose)
+        printf("Filtering local host names.\n");
+    for (size_t i = 0; i < plan->count; i++) {
+        const char *h = plan->slots[i].host;
+        if (!hvd__netif_is_local_host(h, ifs, n)) {
+            if (verbose)
+                printf("Remote host found: %s\n", h);
+            return hvd__error_set(HVD_ERR_UNSUPPORTED,
+                                  "host '%s' is not this machine (it does not resolve to one "
+                                  "of its addresses); launching on remote hosts over ssh is "
+                                  "not available in this build yet",
+                                  h);
+        }
+    }
+    if (verbose)
+        printf("Remote host found: \n");
+    return HVD_OK;
+}
+
+/* The data-plane interfaces: the user's (each must exist here), else the one holding
+ * 127.0.0.1, as Horovod does when all hosts are local. */
+static hvd_status_t choose_nics(const hvd_settings_t *s, const hvd_netif_t *ifs, size_t n,
+                                char *iface, size_t iface_size, char *all, size_t all_size) {
+    all[0] = '\0';
+    if (s->nic_count) {
+        size_t used = 0;
+        for (size_t i = 0; i < s->nic_count; i++) {
+            if (!hvd__netif_by_name(s->nics[i], ifs, n))
+                return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                      "network interface '%s' does not exist or has no IPv4 "
+                                      "address on this host",
+                                      s->nics[i]);
+            used += (size_t)snprintf(all + used, all_size > used ? all_size - used : 0, "%s%s",
+                                     i ? "," : "", s->nics[i]);
+        }
+        snprintf(iface, iface_size, "%s", s->nics[0]);
+        return HVD_OK;
+    }
+    const hvd_netif_t *lo = hvd__netif_by_addr("127.0.0.1", ifs, n);
+    snprintf(iface, iface_size, "%s", lo ? lo->name : "lo");
+    snprintf(all, all_size, "%s", iface);
+    if (s->verbose) {
+        printf("All hosts are local, finding the interfaces with address 127.0.0.1\n");
+        printf("Local interface found %s\n", iface);
+    }
+    return HVD_OK;
+}
+
+/* Predefined scopes of the store: global, local_<host>, cross_<local_rank>, sized from the
+ * plan so that "finished" DELETEs can clear them (reference 4.2). */
+static hvd_status_t declare_scopes(hvd_kv_server_t *server, const hvd_slot_plan_t *plan,
+                                   const hvd_host_list_t *hosts) {
+    size_t max = 1 + hosts->count + plan->count;
+    char **names = calloc(max, sizeof *names);
+    int *sizes = calloc(max, sizeof *sizes);
+    size_t n = 0;
+    hvd_status_t st = HVD_OK;
+    if (!names || !sizes) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory declaring scopes");
+        goto out;
+    }
+    names[n] = strdup("global");
+    sizes[n++] = (int)plan->count;
+    for (size_t i = 0; i < plan->count; i++) {
+        const hvd_slot_t *sl = &plan->slots[i];
+        char name[300];
+        if (sl->local_rank == 0) {
+            snprintf(name, sizeof name, "local_%s", sl->host);
+            names[n] = strdup(name);
+            sizes[n++] = sl->local_size;
+        }
+        if (sl->cross_rank == 0) {
+            snprintf(name, sizeof name, "cross_%d", sl->local_rank);
+            names[n] = strdup(name);
+            sizes[n++] = sl->cross_size;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!names[i])
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory declaring scopes");
+    if (st == HVD_OK)
+        st = hvd__kv_server_reset(server, (const char *const *)names, sizes, n);
+out:
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+    free(sizes);
+    return st;
+}
+
+static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
+                   const hvd_slot_plan_t *plan) {
+    hvd_netif_t *ifs = NULL;
+    size_t nifs = 0;
+    char iface[64], nics[1024];
+    int code = EXIT_LAUNCH;
+    hvd_status_t st = hvd__netif_list(&ifs, &nifs);
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        return EXIT_LAUNCH;
+    }
+    st = check_local(plan, ifs, nifs, s->verbose);
+    if (st == HVD_OK)
+        st = choose_nics(s, ifs, nifs, iface, sizeof iface, nics, sizeof nics);
+    free(ifs);
+    if (st != HVD_OK)
+        return usage_error();
+
+    hvd_secret_t secret;
+    st = hvd__secret_generate(&secret);
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        return EXIT_LAUNCH;
+    }
+    /* All ranks are on this host: the store listens on loopback only. */
+    hvd_kv_server_config_t kc = {.bind_addr = "127.0.0.1", .secret = &secret};
+    hvd_kv_server_t *server = NULL;
+    hvd_env_list_t exports;
+    hvd__env_list_init(&exports);
+    st = hvd__kv_server_start(&kc, &server);
+    if (st == HVD_OK)
+        st = declare_scopes(server, plan, hosts);
+    if (st == HVD_OK && s->verbose)
+        printf("Launched horovod server.\n");
+    if (st == HVD_OK)
+        st = hvd__env_list_merge(&exports, &s->exports);
+    if (st == HVD_OK)
+        st = hvd__env_list_set(&exports, "HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1");
+    if (st == HVD_OK)
+        st = hvd__env_list_setf(&exports, "HOROVOD_GLOO_RENDEZVOUS_PORT", "%d",
+                                hvd__kv_server_port(server));
+    if (st == HVD_OK)
+        st = hvd__env_list_set(&exports, "HOROVOD_CONTROLLER", "gloo");
+    if (st == HVD_OK)
+        st = hvd__env_list_set(&exports, "HOROVOD_CPU_OPERATIONS", "gloo");
+    if (st == HVD_OK)
+        st = hvd__env_list_set(&exports, "HOROVOD_GLOO_IFACE", iface);
+    if (st == HVD_OK)
+        st = hvd__env_list_set(&exports, "NCCL_SOCKET_IFNAME", nics);
+    if (st == HVD_OK) {
+        hvd_launch_config_t lc = {.plan = plan,
+                                  .command = s->command,
+                                  .exports = &exports,
+                                  .secret = &secret,
+                                  .output_dir = s->output_dir,
+                                  .prefix_timestamp = s->prefix_timestamp,
+                                  .verbose = s->verbose,
+                                  .kill_grace_ms = KILL_GRACE_MS,
+                                  .out_fd = STDOUT_FILENO,
+                                  .err_fd = STDERR_FILENO};
+        fflush(stdout);
+        st = hvd__launch_run(&lc, &code);
+    }
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        code = EXIT_LAUNCH;
+    }
+    hvd__env_list_fini(&exports);
+    hvd__kv_server_stop(server);
+    hvd__secret_wipe(&secret);
+    return code;
+}
+
+int main(int argc, char **argv) {
+    /* Signals that the launch loop reads through a signalfd must be blocked in every thread,
+     * so before the rendezvous server starts any. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    hvd_params_t env;
+    if (hvd__params_load(&env, NULL, NULL) != HVD_OK)
+        return usage_error();
+    hvd__log_configure(env.log_level, env.log_hide_time, -1);
+    hvd_settings_t s;
+    if (hvd__settings_parse(argc, argv, &env, &s) != HVD_OK) {
+        hvd__params_fini(&env);
+        return usage_error();
+    }
+    hvd__params_fini(&env);
+    hvd__log_configure(s.log_level, s.log_hide_time, -1);
+
+    int code = 0;
+    if (s.show_help) {
+        hvd__help_print_usage(stdout);
+    } else if (s.show_version) {
+        hvd__help_print_version(stdout);
+    } else if (s.show_check_build) {
+        hvd__help_print_check_build(stdout);
+    } else if (s.show_help_env) {
+        hvd__help_print_env(stdout);
+    } else if (check_supported(&s) != HVD_OK) {
+        code = usage_error();
+    } else {
+        hvd_host_list_t hosts = {0};
+        hvd_slot_plan_t plan = {0};
+        if (load_hosts(&s, &hosts) != HVD_OK ||
+            hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {
+            code = usage_error();
+        } else if (s.dry_run) {
+            for (size_t i = 0; i < plan.count; i++) {
+                char line[512];
+                hvd__slot_format(&plan.slots[i], line, sizeof line);
+                printf("%s\n", line);
+            }
+        } else {
+            code = run_job(&s, &hosts, &plan);
+        }
+        hvd__slot_plan_fini(&plan);
+        hvd__hosts_fini(&hosts);
+    }
+    hvd__settings_fini(&s);
+    return code;
 }

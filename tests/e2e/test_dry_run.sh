@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# --dry-run prints the slot plan exactly and starts nothing; bad host input is an error that
+# names the offending item; too few slots says how many were found.
+source "$(dirname "$0")/lib.sh"
+
+run_hvd --dry-run -np 4 touch "$TMP/started"
+expect_eq "exit" 0 "$RC"
+expect_eq "plan -np 4" "rank=0 size=4 local_rank=0 local_size=4 cross_rank=0 cross_size=1 host=localhost
+rank=1 size=4 local_rank=1 local_size=4 cross_rank=0 cross_size=1 host=localhost
+rank=2 size=4 local_rank=2 local_size=4 cross_rank=0 cross_size=1 host=localhost
+rank=3 size=4 local_rank=3 local_size=4 cross_rank=0 cross_size=1 host=localhost" "$OUT"
+[[ ! -e "$TMP/started" ]] || fail "--dry-run started the command"
+
+# heterogeneous hosts, fewer ranks than slots (exactly -np ranks: the quirk is fixed)
+run_hvd --dry-run -np 5 -H a:2,b:4,c:1 true
+expect_eq "exit" 0 "$RC"
+expect_eq "plan a:2,b:4,c:1 np 5" "rank=0 size=5 local_rank=0 local_size=2 cross_rank=0 cross_size=2 host=a
+rank=1 size=5 local_rank=1 local_size=2 cross_rank=0 cross_size=2 host=a
+rank=2 size=5 local_rank=0 local_size=3 cross_rank=1 cross_size=2 host=b
+rank=3 size=5 local_rank=1 local_size=3 cross_rank=1 cross_size=2 host=b
+rank=4 size=5 local_rank=2 local_size=3 cross_rank=0 cross_size=1 host=b" "$OUT"
+
+cat >"$TMP/hosts" <<'HOSTS'
+# training hosts
+h1 slots=2
+
+h2 slots=1   # the small one
+HOSTS
+run_hvd --dry-run -np 3 --hostfile "$TMP/hosts" true
+expect_eq "exit" 0 "$RC"
+expect_eq "hostfile plan" "rank=0 size=3 local_rank=0 local_size=2 cross_rank=0 cross_size=2 host=h1
+rank=1 size=3 local_rank=1 local_size=2 cross_rank=0 cross_size=1 host=h1
+rank=2 size=3 local_rank=0 local_size=1 cross_rank=1 cross_size=2 host=h2" "$OUT"
+
+# too few slots: how many requested, how many found
+run_hvd --dry-run -np 5 -H a:2,b:2 true
+expect_eq "too few slots exit" 2 "$RC"
+expect_contains "too few slots" "$ERR" "5"
+expect_contains "too few slots count" "$ERR" "4"
+
+# bad host strings name the item
+for bad in "a:2,b" "a:2," "a:x" "a:2,a:1" "a b:2"; do
+  run_hvd --dry-run -np 1 -H "$bad" true
+  expect_eq "exit for -H '$bad'" 2 "$RC"
+  expect_contains "error for -H '$bad'" "$ERR" "horovodrun: error:"
+done
+run_hvd --dry-run -np 1 -H "a:2,b" true
+expect_contains "names the bad item" "$ERR" "'b'"
+
+# bad hostfile names file and line
+printf 'h1 slots=2\nh2 slots=two\n' >"$TMP/bad_hosts"
+run_hvd --dry-run -np 1 --hostfile "$TMP/bad_hosts" true
+expect_eq "bad hostfile exit" 2 "$RC"
+expect_contains "bad hostfile line" "$ERR" "bad_hosts:2"
+run_hvd --dry-run -np 1 --hostfile "$TMP/missing" true
+expect_eq "missing hostfile exit" 2 "$RC"
+expect_contains "missing hostfile" "$ERR" "missing"
+pass
