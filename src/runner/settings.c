@@ -233,13 +233,22 @@ static int parse_yaml_bool(const char *s, int *out) {
 }
 
 void hvd__settings_format_float(double value, char *out, size_t out_size) {
+    /* Python prints positionally for exponents in [-4, 16): the fewest decimals (at least
+     * one) that read back exactly; beyond that, the shortest exponent form. */
+    double mag = fabs(value);
+    if (value == 0 || (mag >= 1e-4 && mag < 1e16)) {
+        for (int dec = 1; dec <= 20; dec++) {
+            snprintf(out, out_size, "%.*f", dec, value);
+            if (strtod(out, NULL) == value)
+                return;
+        }
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, out_size, "%.*g", prec, value);
         if (strtod(out, NULL) == value)
-            break;
+            return;
     }
-    if (!strpbrk(out, ".eEn")) /* looks like an integer: Python adds ".0" */
-        strncat(out, ".0", out_size - strlen(out) - 1);
 }
 
 /* ---- command line ---- */

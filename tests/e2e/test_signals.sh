@@ -3,11 +3,19 @@
 # SIGKILLed horovodrun leaves no orphan either.
 source "$(dirname "$0")/lib.sh"
 
+count_at_least() { # marker n
+  (($(procs_with "$1" | wc -l) >= $2))
+}
+
 start_job() { # marker -> sets PID
-  "$HVDRUN" -np 3 sh -c "sleep 120 & sleep 120 & (sleep 120 &) ; wait # $1" >"$TMP/job.out" 2>&1 &
+  # Each rank: a shell with two background children and one orphaned grandchild, all
+  # shells whose command lines carry the marker.
+  local inner="sleep 120; : $1"
+  "$HVDRUN" -np 3 sh -c "sh -c '$inner' & sh -c '$inner' & (sh -c '$inner' &) ; wait # $1" \
+    >"$TMP/job.out" 2>&1 &
   PID=$!
-  # 3 ranks x (shell + 3 sleeps)
-  wait_until 20 test "$(procs_with "$1" | wc -l)" -ge 9 || fail "job $1 did not start: $(cat "$TMP/job.out")"
+  # horovodrun + 3 ranks x (shell + 3 children)
+  wait_until 20 count_at_least "$1" 13 || fail "job $1 did not start: $(cat "$TMP/job.out")"
 }
 
 for sig in INT TERM; do
