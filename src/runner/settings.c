@@ -192,8 +192,9 @@ typedef struct {
     long long ival2[D_COUNT];
     double fval[D_COUNT];
     const char *sval[D_COUNT];
-    char *owned[D_COUNT];      /* strings copied from the config file */
-    const char *flag[D_COUNT]; /* spelling used, for messages */
+    char *owned[D_COUNT];         /* strings copied from the config file */
+    const char *flag[D_COUNT];    /* spelling used, for messages */
+    char cfg_where[D_COUNT][600]; /* "file:line: key" of values from the config file */
     char *nics[MAX_NICS];
     size_t nic_count;
 } state_t;
@@ -447,8 +448,8 @@ static hvd_status_t config_visit(const char *path, const char *value, int line, 
         dest_t d = config_keys[i].dest;
         if (s->given[d])
             return HVD_OK; /* a flag on the command line wins (reference precedence) */
-        char where[600];
-        snprintf(where, sizeof where, "%s:%d: %s", c->file, line, path);
+        char *where = s->cfg_where[d];
+        snprintf(where, sizeof s->cfg_where[d], "%s:%d: %s", c->file, line, path);
         if (d == D_CONTROLLER) {
             if (strcasecmp(value, "gloo") == 0)
                 s->ival[d] = HVD_CONTROLLER_GLOO;
@@ -467,7 +468,7 @@ static hvd_status_t config_visit(const char *path, const char *value, int line, 
                                       value);
             s->ival[d] = b;
             s->set[d] = 1;
-            s->flag[d] = config_keys[i].key;
+            s->flag[d] = where;
             return HVD_OK;
         }
         if (config_keys[i].kind == K_STR) {
@@ -476,10 +477,7 @@ static hvd_status_t config_visit(const char *path, const char *value, int line, 
                 return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
             value = s->owned[d];
         }
-        hvd_status_t st = store_value(s, d, config_keys[i].kind, where, value, NULL);
-        if (st == HVD_OK)
-            s->flag[d] = config_keys[i].key;
-        return st;
+        return store_value(s, d, config_keys[i].kind, where, value, NULL);
     }
     fprintf(stderr, "horovodrun: warning: %s:%d: unknown config key '%s' ignored\n", c->file, line,
             path);

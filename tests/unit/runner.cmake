@@ -1,0 +1,4 @@
+hvd_unit_test(hosts tests/unit/test_hosts.c)
+hvd_unit_test(settings tests/unit/test_settings.c)
+hvd_unit_test(output tests/unit/test_output.c)
+hvd_unit_test(spawn tests/unit/test_spawn.c)
