@@ -31,6 +31,14 @@ int hvd__spawn_exit_code(int wait_status) {
     return 1;
 }
 
+void hvd__spawn_launcher_signals(sigset_t *set_p) {
+    sigemptyset(set_p);
+    sigaddset(set_p, SIGCHLD);
+    sigaddset(set_p, SIGTERM);
+    sigaddset(set_p, SIGINT);
+    sigaddset(set_p, SIGHUP);
+}
+
 static int64_t mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -148,11 +156,7 @@ static void middleman(const hvd_spawn_config_t *cfg, int ctl, int out_w, int err
     setsid();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
+    hvd__spawn_launcher_signals(&mask);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

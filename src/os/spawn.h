@@ -17,6 +17,7 @@
 
 #include <hvd/types.h>
 
+#include <signal.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -49,6 +50,10 @@ int hvd__spawn_read_report(hvd_spawn_t *proc, int *status_p);
 
 /* Close the fds of a finished rank. */
 void hvd__spawn_close(hvd_spawn_t *proc);
+
+/* The signals a launcher reads through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP); they must
+ * be blocked in every thread of the launcher. */
+void hvd__spawn_launcher_signals(sigset_t *set_p);
 
 /* Exit code for a raw wait status: the code, or 128 + signal. */
 int hvd__spawn_exit_code(int wait_status);

@@ -38,4 +38,9 @@
 #define HVD_KV_DEFAULT_MAX_KEYS (1u << 20)
 #define HVD_KV_MAX_WAIT_MS (3600 * 1000) /* longest honoured X-Hvd-Wait-Ms */
 
+#include <stddef.h>
+
+/* 1 when s[0..len) is a valid scope or key name (an empty one only with allow_empty). */
+int hvd__kv_name_valid(const char *s, size_t len, int allow_empty);
+
 #endif

@@ -150,18 +150,6 @@ static void *timer_main(void *arg) {
 
 /* ---- request handling ---- */
 
-static int valid_name(const char *s, size_t n, int allow_empty) {
-    if ((n == 0 && !allow_empty) || n > HVD_KV_NAME_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == ':' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 /* "/scope/key" or "/scope/" (key empty: the whole scope). */
 static int split_path(const char *url, char *scope, char *key) {
     if (url[0] != '/')
@@ -170,7 +158,7 @@ static int split_path(const char *url, char *scope, char *key) {
     if (!slash || strchr(slash + 1, '/'))
         return -1;
     size_t sn = (size_t)(slash - a), kn = strlen(slash + 1);
-    if (!valid_name(a, sn, 0) || !valid_name(slash + 1, kn, 1))
+    if (!hvd__kv_name_valid(a, sn, 0) || !hvd__kv_name_valid(slash + 1, kn, 1))
         return -1;
     memcpy(scope, a, sn);
     scope[sn] = '\0';

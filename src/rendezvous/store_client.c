@@ -48,19 +48,6 @@ void hvd__store_client_destroy(hvd_store_client_t *c) {
     free(c);
 }
 
-static int valid_name(const char *s, int allow_empty) {
-    size_t n = strlen(s);
-    if ((n == 0 && !allow_empty) || n > HVD_KV_NAME_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '.' || ch == ':' || ch == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 typedef struct {
     const char *method;
     const char *scope, *key;
@@ -76,7 +63,8 @@ typedef struct {
  * response holds a non-transient status for the caller to interpret. */
 static hvd_status_t exchange(hvd_store_client_t *c, const store_request_t *r,
                              hvd_http_response_t *resp_p) {
-    if (!valid_name(r->scope, 0) || !valid_name(r->key, 1))
+    if (!hvd__kv_name_valid(r->scope, strlen(r->scope), 0) ||
+        !hvd__kv_name_valid(r->key, strlen(r->key), 1))
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "invalid rendezvous name '%s/%s' (1-%d characters of "
                               "A-Z a-z 0-9 _ . : -)",

@@ -369,13 +369,8 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     /* SIGCHLD, SIGINT, SIGTERM and SIGHUP arrive through a signalfd; the caller blocked them in
      * every thread before starting any (main.c), and we block them here too for tests that
      * call this directly from a single thread. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigset_t old;
+    sigset_t mask, old;
+    hvd__spawn_launcher_signals(&mask);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     hvd_status_t st = HVD_OK;

@@ -7,6 +7,7 @@
 #include "common/params.h"
 #include "crypto/secret.h"
 #include "os/netif.h"
+#include "os/spawn.h"
 #include "rendezvous/kv_server.h"
 #include "runner/help.h"
 #include "runner/hosts.h"
@@ -223,11 +224,7 @@ int main(int argc, char **argv) {
     /* Signals that the launch loop reads through a signalfd must be blocked in every thread,
      * so before the rendezvous server starts any. */
     sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
+    hvd__spawn_launcher_signals(&mask);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
