@@ -1,3 +1,4 @@
+# Launcher modules: each executable checks one module (hosts, settings, output, spawn).
 hvd_unit_test(hosts tests/unit/test_hosts.c)
 hvd_unit_test(settings tests/unit/test_settings.c)
 hvd_unit_test(output tests/unit/test_output.c)
