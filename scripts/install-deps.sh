@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config   # toolchain
+  clang-format                       # the format check (unit.format)
   libssl-dev                         # libcrypto: HMAC-SHA256 for every authenticated wire
   libmicrohttpd-dev                  # the rendezvous HTTP server in horovodrun
   libyaml-dev                        # horovodrun --config-file

@@ -6,3 +6,7 @@ add_test(NAME unit.exports COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_e
          $<TARGET_FILE:hvd> ${PROJECT_SOURCE_DIR}/include/hvd)
 set_tests_properties(unit.exports PROPERTIES LABELS unit)
 hvd_unit_test(store_decode tests/unit/test_store_decode.c)
+# Sources follow .clang-format.
+add_test(NAME unit.format COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_format.sh
+         ${PROJECT_SOURCE_DIR})
+set_tests_properties(unit.format PROPERTIES LABELS unit)
