@@ -14,7 +14,7 @@ expect_eq "SONAME" "libhvd.so.0" "$soname"
 
 # a sanitized build's library needs its runtime in the consumer too
 extra=""
-if nm -D "$libdir/libhvd.so" | grep -q __asan_init; then extra="-fsanitize=address,undefined"; fi
+if nm -D "$libdir/libhvd.so" | grep __asan_init >/dev/null; then extra="-fsanitize=address,undefined"; fi
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc -Wall -Werror $extra -o "$TMP/hello_pc" "$HVD_SOURCE_DIR/examples/hello.c" $(pkg-config --cflags --libs hvd)
