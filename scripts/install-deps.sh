@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # toolchain
   clang-format                       # the format check (unit.format)
+  clang libclang-rt-14-dev           # libFuzzer for tests/fuzz
   libssl-dev                         # libcrypto: HMAC-SHA256 for every authenticated wire
   libmicrohttpd-dev                  # the rendezvous HTTP server in horovodrun
   libyaml-dev                        # horovodrun --config-file

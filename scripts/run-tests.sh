@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: install what is missing, then build twice (warnings as
-# errors; and ASan+UBSan) and run every test in both builds. Exit status 0 only if all pass.
+# The whole test suite, as CI runs it: install what is missing, build with warnings as errors
+# and run every test; fuzz every parser for a bounded time; then build with ASan+UBSan and run
+# every test again. Exit status 0 only if all pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +18,15 @@ run_suite() { # name, cmake flags...
 }
 
 run_suite ci
+
+# Every parser under libFuzzer (clang), each target for a bounded time from its seeds.
+echo "=== configure + build: build-fuzz (clang, -DHVD_FUZZ=ON)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j "$jobs" --target fuzz_http_head fuzz_scope_decode fuzz_kv_auth \
+  fuzz_hosts fuzz_settings >/dev/null
+echo "=== fuzz: build-fuzz"
+(cd build-fuzz && ctest --output-on-failure -L fuzz)
+
 # ASan/UBSan: abort on the first report so a finding fails the test that caused it.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite asan -DHVD_SANITIZE=ON

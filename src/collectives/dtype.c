@@ -35,19 +35,47 @@ const char *hvd__reduce_op_name(hvd_reduce_op_t op) {
     return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "unknown";
 }
 
-/* _Float16 gives IEEE binary16 with correct rounding (hardware F16C where the compiler may use
- * it, libgcc otherwise), so there is no hand-written rounding to get wrong. */
+/* IEEE binary16 by bit manipulation: exact decoding, and rounding to nearest with ties to
+ * even; written out rather than using _Float16, which not every compiler we build with has. */
 float hvd__fp16_to_fp32(uint16_t h) {
-    _Float16 v;
-    memcpy(&v, &h, sizeof h);
-    return (float)v;
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 31u, frac = h & 1023u;
+    uint32_t bits;
+    if (exp == 0) {
+        float f = (float)frac * 0x1p-24f; /* zero or subnormal: exact */
+        memcpy(&bits, &f, sizeof bits);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (frac << 13); /* infinity or NaN (payload kept) */
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (frac << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 uint16_t hvd__fp32_to_fp16(float f) {
-    _Float16 v = (_Float16)f;
-    uint16_t h;
-    memcpy(&h, &v, sizeof h);
-    return h;
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) /* NaN: keep it a quiet NaN */
+        return (uint16_t)(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
+    if (absx >= 0x38800000u) { /* half's normal range (2^-14 and up) */
+        /* round at bit 13, ties to even; a carry into the exponent is the right result */
+        uint32_t r = absx + 0xfffu + ((absx >> 13) & 1u);
+        uint32_t h = (r - (112u << 23)) >> 13;
+        return (uint16_t)(sign | (h >= 0x7c00u ? 0x7c00u : h));
+    }
+    uint32_t e = absx >> 23;
+    if (e < 102) /* below 2^-25: rounds to zero */
+        return sign;
+    /* subnormal: the value in units of 2^-24 is m >> shift, rounded to nearest even */
+    uint32_t m = (absx & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++;
+    return (uint16_t)(sign | q);
 }
 
 float hvd__bf16_to_fp32(uint16_t b) {

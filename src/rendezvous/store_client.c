@@ -237,7 +237,9 @@ hvd_status_t hvd__store_scope_decode(const uint8_t *body, size_t len, hvd_store_
             goto err_truncated;
         uint32_t kl = read_u32le(body + off), vl = read_u32le(body + off + 4);
         off += 8;
-        if (kl > len - off || vl > len - off - kl || kl == 0 || kl > HVD_KV_NAME_MAX)
+        /* a key must be a valid name: no NUL or other bytes a server cannot have stored */
+        if (kl > len - off || vl > len - off - kl ||
+            !hvd__kv_name_valid((const char *)body + off, kl, 0))
             goto err_truncated;
         hvd_store_entry_t *e = &s.entries[s.count];
         e->key = malloc(kl + 1);

@@ -200,6 +200,14 @@ static void test_half_conversions(void **state) {
     assert_int_equal(hvd__fp32_to_fp16(0x1p-24f), 0x0001); /* smallest subnormal */
     assert_int_equal(hvd__fp32_to_fp16(2049.0f), 0x6800);  /* tie to even: 2048 */
     assert_int_equal(hvd__fp32_to_fp16(2051.0f), 0x6802);  /* tie to even: 2052 */
+    assert_int_equal(hvd__fp32_to_fp16(65519.0f), 0x7bff); /* below the halfway point */
+    assert_int_equal(hvd__fp32_to_fp16(1e10f), 0x7c00);
+    assert_int_equal(hvd__fp32_to_fp16(-INFINITY), 0xfc00);
+    assert_int_equal(hvd__fp32_to_fp16(0x1p-25f), 0x0000);     /* tie to even: 0 */
+    assert_int_equal(hvd__fp32_to_fp16(0x1.8p-24f), 0x0002);   /* tie to even: 2 */
+    assert_int_equal(hvd__fp32_to_fp16(0x1.4p-24f), 0x0001);   /* below the tie */
+    assert_int_equal(hvd__fp32_to_fp16(0x1.ffcp-15f), 0x0400); /* tie: up to 2^-14 */
+    assert_int_equal(hvd__fp32_to_fp16(-0.0f), 0x8000);
     assert_true(isnan(hvd__fp16_to_fp32(hvd__fp32_to_fp16(NAN))));
     assert_int_equal(hvd__fp32_to_bf16(1.0f), 0x3f80);
     assert_int_equal(hvd__fp32_to_bf16(1.00390625f), 0x3f80); /* 1 + 2^-8: tie to even */

@@ -81,6 +81,14 @@ static void test_malformed(void **state) {
     /* a key length running past the end */
     uint8_t over[16] = {'H', 'V', 'S', '1', 1, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
     assert_int_equal(hvd__store_scope_decode(over, sizeof over, &s), HVD_ERR_PROTOCOL);
+    /* a key with a NUL byte or a character no name may hold (found by fuzz_scope_decode) */
+    uint8_t nul[18] = {'H', 'V', 'S', '1', 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 'a', 0};
+    assert_int_equal(hvd__store_scope_decode(nul, sizeof nul, &s), HVD_ERR_PROTOCOL);
+    nul[17] = '/';
+    assert_int_equal(hvd__store_scope_decode(nul, sizeof nul, &s), HVD_ERR_PROTOCOL);
+    nul[17] = 'b';
+    assert_int_equal(hvd__store_scope_decode(nul, sizeof nul, &s), HVD_OK);
+    hvd__store_scope_fini(&s);
     /* wrong magic */
     memcpy(buf, "HVS2", 4);
     assert_int_equal(hvd__store_scope_decode(buf, len, &s), HVD_ERR_PROTOCOL);
