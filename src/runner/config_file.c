@@ -11,27 +11,56 @@ static int line_of(const yaml_node_t *n) {
     return (int)n->start_mark.line + 1;
 }
 
-static hvd_status_t visit_mapping(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
+/* YAML 1.1 (PyYAML, which the reference uses) reads these plain scalars as None. */
+static int is_null(const yaml_node_t *n) {
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *v = (const char *)n->data.scalar.value;
+    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
+}
+
+static hvd_status_t visit_node(const char *file, const char *path, const yaml_node_t *v,
+                               hvd_config_visit_fn visit, void *arg) {
+    hvd_config_entry_t e = {.file = file, .path = path, .value = "", .line = line_of(v)};
+    switch (v->type) {
+    case YAML_SCALAR_NODE:
+        e.kind = is_null(v) ? HVD_CONFIG_NULL : HVD_CONFIG_SCALAR;
+        if (e.kind == HVD_CONFIG_SCALAR)
+            e.value = (const char *)v->data.scalar.value;
+        break;
+    case YAML_MAPPING_NODE:
+        e.kind = HVD_CONFIG_MAPPING;
+        break;
+    default:
+        e.kind = HVD_CONFIG_SEQUENCE;
+        break;
+    }
+    return visit(&e, arg);
+}
+
+/* Walk one mapping: the root (prefix "") or a section (prefix "section"). Only the root's
+ * mappings are descended into, so the walk is bounded even for documents whose aliases make
+ * a node its own descendant. */
+static hvd_status_t visit_mapping(yaml_document_t *doc, const yaml_node_t *map, const char *prefix,
                                   const char *file, hvd_config_visit_fn visit, void *arg) {
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(doc, p->value);
-        if (!k || !v || k->type != YAML_SCALAR_NODE)
+        const yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        const yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        if (!k || !v)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: malformed YAML mapping", file,
+                                  line_of(map));
+        if (k->type != YAML_SCALAR_NODE)
             return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: keys must be plain names", file,
-                                  k ? line_of(k) : 0);
+                                  line_of(k));
         char path[256];
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "",
                  (const char *)k->data.scalar.value);
         hvd_status_t st;
-        if (v->type == YAML_SCALAR_NODE) {
-            st = visit(path, (const char *)v->data.scalar.value, line_of(v), arg);
-        } else if (v->type == YAML_MAPPING_NODE && !*prefix) {
+        if (v->type == YAML_MAPPING_NODE && !*prefix)
             st = visit_mapping(doc, v, path, file, visit, arg);
-        } else {
-            st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: '%s' must be %s", file, line_of(v),
-                                path, *prefix ? "a single value" : "a value or a section");
-        }
+        else
+            st = visit_node(file, path, v, visit, arg);
         if (st != HVD_OK)
             return st;
     }
@@ -39,36 +68,54 @@ static hvd_status_t visit_mapping(yaml_document_t *doc, yaml_node_t *map, const 
 }
 
 hvd_status_t hvd__config_file_read(const char *file, hvd_config_visit_fn visit, void *arg) {
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    hvd_status_t st = HVD_OK;
     FILE *f = fopen(file, "rb");
     if (!f)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot open config file %s: %s", file,
                               strerror(errno));
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    hvd_status_t st = HVD_OK;
     if (!yaml_parser_initialize(&parser)) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "cannot initialise the YAML parser");
-        goto err_close;
+        goto close_file;
     }
     yaml_parser_set_input_file(&parser, f);
     if (!yaml_parser_load(&parser, &doc)) {
-        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%zu: YAML error: %s", file,
-                            parser.problem_mark.line + 1,
-                            parser.problem ? parser.problem : "unknown");
-        goto err_parser;
+        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%zu: YAML error: %s%s%s", file,
+                            parser.problem_mark.line + 1, parser.context ? parser.context : "",
+                            parser.context ? ", " : "",
+                            parser.problem ? parser.problem : "unknown problem");
+        goto delete_parser;
     }
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    const yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type == YAML_SCALAR_NODE && is_null(root))
+        root = NULL; /* "---" and nothing else: an empty configuration */
     if (root && root->type != YAML_MAPPING_NODE)
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                            "%s:%d: the config file must be a mapping of "
-                            "sections",
+                            "%s:%d: the config file must be a mapping of keys and sections "
+                            "(e.g. 'params:' followed by indented 'fusion_threshold_mb: 32')",
                             file, line_of(root));
     else if (root)
         st = visit_mapping(&doc, root, "", file, visit, arg);
     yaml_document_delete(&doc);
-err_parser:
+    if (st != HVD_OK)
+        goto delete_parser;
+    /* PyYAML's safe_load refuses a second document rather than ignoring it; so do we. */
+    if (!yaml_parser_load(&parser, &doc)) {
+        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%zu: YAML error: %s", file,
+                            parser.problem_mark.line + 1,
+                            parser.problem ? parser.problem : "unknown problem");
+        goto delete_parser;
+    }
+    root = yaml_document_get_root_node(&doc);
+    if (root)
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "%s:%d: a second YAML document; the config file must hold one", file,
+                            line_of(root));
+    yaml_document_delete(&doc);
+delete_parser:
     yaml_parser_delete(&parser);
-err_close:
+close_file:
     fclose(f);
     return st;
 }

@@ -1,3 +1,15 @@
+/* Hosts (-H, --hostfile) and the slot plan.
+ *
+ * Decisions where the reference is silent or accidental (reference 2.1, 2.2, 11.1):
+ *  - A host name is [A-Za-z0-9_.-]+ (the reference's [\w.-]+ restricted to ASCII), which
+ *    admits IPv4 literals but not IPv6 literals or user@host.
+ *  - A duplicated host is an error: the reference keeps both entries, restarts local_rank at
+ *    0 for the second one and gives two hosts the same cross_rank.
+ *  - A host with 0 slots is accepted and gets no rank, as in the reference (it lets a user
+ *    drain a host by editing one number).
+ *  - The plan assigns exactly num_proc ranks; the reference started one process per slot.
+ *  - Hostfile lines are "host slots=N" (spaces around '=' allowed) or "host" alone, which
+ *    means one slot, as in Open MPI and MPICH hostfiles; '#' starts a comment anywhere. */
 #include "runner/hosts.h"
 
 #include "common/error.h"
@@ -8,51 +20,54 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Host names as the reference accepts them ([\w.-]+), which includes IPv4 literals. */
-static int valid_host_name(const char *s, size_t n) {
-    if (n == 0 || n > 255)
-        return 0;
+/* Far above any real machine; it keeps every slot total and rank inside an int. */
+#define HOST_SLOTS_MAX 1000000
+#define HOST_NAME_MAX_LEN 255
+
+typedef enum { NAME_OK, NAME_EMPTY, NAME_TOO_LONG, NAME_BAD_CHAR } name_check_t;
+
+static name_check_t check_host_name(const char *s, size_t n) {
+    if (n == 0)
+        return NAME_EMPTY;
+    if (n > HOST_NAME_MAX_LEN)
+        return NAME_TOO_LONG;
     for (size_t i = 0; i < n; i++)
         if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-'))
-            return 0;
-    return 1;
+            return NAME_BAD_CHAR;
+    return NAME_OK;
 }
 
-/* Parse a decimal slot count in [0, 1e6]. */
-static int parse_slots(const char *s, size_t n, int *slots_p) {
-    if (n == 0 || n > 7)
-        return -1;
-    int v = 0;
+static const char *name_problem(name_check_t c) {
+    switch (c) {
+    case NAME_EMPTY:
+        return "the host name is empty";
+    case NAME_TOO_LONG:
+        return "the host name is longer than 255 characters";
+    case NAME_BAD_CHAR:
+        return "a host name may hold only letters, digits, '_', '.' and '-'";
+    case NAME_OK:
+        break;
+    }
+    return "";
+}
+
+typedef enum { SLOTS_OK, SLOTS_NOT_NUMBER, SLOTS_TOO_MANY } slots_check_t;
+
+/* A slot count is plain decimal digits: no sign, no spaces, no hex. */
+static slots_check_t parse_slots(const char *s, size_t n, int *slots_p) {
+    if (n == 0)
+        return SLOTS_NOT_NUMBER;
+    long long v = 0;
     for (size_t i = 0; i < n; i++) {
         if (!isdigit((unsigned char)s[i]))
-            return -1;
-        v = v * 10 + (s[i] - '0');
+            return SLOTS_NOT_NUMBER;
+        if (v <= HOST_SLOTS_MAX)
+            v = v * 10 + (s[i] - '0');
     }
-    if (v > 1000000)
-        return -1;
-    *slots_p = v;
-    return 0;
-}
-
-static hvd_status_t list_add(hvd_host_list_t *l, const char *name, size_t name_len, int slots,
-                             const char *where) {
-    for (size_t i = 0; i < l->count; i++)
-        if (strlen(l->hosts[i].name) == name_len && memcmp(l->hosts[i].name, name, name_len) == 0)
-            return hvd__error_set(HVD_ERR_INVALID_ARG,
-                                  "host '%.*s' appears twice in %s; give each host once with all "
-                                  "its slots",
-                                  (int)name_len, name, where);
-    hvd_host_t *grown = realloc(l->hosts, (l->count + 1) * sizeof *grown);
-    if (!grown)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory parsing hosts");
-    l->hosts = grown;
-    char *copy = strndup(name, name_len);
-    if (!copy)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory parsing hosts");
-    l->hosts[l->count].name = copy;
-    l->hosts[l->count].slots = slots;
-    l->count++;
-    return HVD_OK;
+    if (v > HOST_SLOTS_MAX)
+        return SLOTS_TOO_MANY;
+    *slots_p = (int)v;
+    return SLOTS_OK;
 }
 
 static void trim(const char **s, size_t *n) {
@@ -60,6 +75,66 @@ static void trim(const char **s, size_t *n) {
         (*s)++, (*n)--;
     while (*n && isspace((unsigned char)(*s)[*n - 1]))
         (*n)--;
+}
+
+/* Index of the host called name[0..len), or -1. */
+static long find_host(const hvd_host_list_t *l, const char *name, size_t len) {
+    for (size_t i = 0; i < l->count; i++)
+        if (strlen(l->hosts[i].name) == len && memcmp(l->hosts[i].name, name, len) == 0)
+            return (long)i;
+    return -1;
+}
+
+static hvd_status_t append_host(hvd_host_list_t *l, const char *name, size_t len, int slots) {
+    char *copy = strndup(name, len);
+    if (!copy)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading hosts");
+    hvd_host_t *grown = realloc(l->hosts, (l->count + 1) * sizeof *grown);
+    if (!grown) {
+        free(copy);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading hosts");
+    }
+    l->hosts = grown;
+    l->hosts[l->count].name = copy;
+    l->hosts[l->count].slots = slots;
+    l->count++;
+    return HVD_OK;
+}
+
+/* One -H item, already trimmed and non-empty. */
+static hvd_status_t parse_item(hvd_host_list_t *l, const char *item, size_t n) {
+    const char *colon = memchr(item, ':', n);
+    if (!colon)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "invalid host '%.*s' in -H: expected host:slots (e.g. worker-0:2)",
+                              (int)n, item);
+    size_t name_len = (size_t)(colon - item);
+    name_check_t nc = check_host_name(item, name_len);
+    if (nc != NAME_OK)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "invalid host '%.*s' in -H: %s", (int)n, item,
+                              name_problem(nc));
+    const char *digits = colon + 1;
+    size_t digits_len = n - name_len - 1;
+    int slots = 0;
+    switch (parse_slots(digits, digits_len, &slots)) {
+    case SLOTS_NOT_NUMBER:
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "invalid host '%.*s' in -H: slots '%.*s' is not a number (expected "
+                              "a whole number >= 0)",
+                              (int)n, item, (int)digits_len, digits);
+    case SLOTS_TOO_MANY:
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "invalid host '%.*s' in -H: slots '%.*s' is more than %d", (int)n,
+                              item, (int)digits_len, digits, HOST_SLOTS_MAX);
+    case SLOTS_OK:
+        break;
+    }
+    if (find_host(l, item, name_len) >= 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "host '%.*s' appears twice in -H; give each host once with all its "
+                              "slots",
+                              (int)name_len, item);
+    return append_host(l, item, name_len, slots);
 }
 
 hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p) {
@@ -71,54 +146,35 @@ hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p) {
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
         const char *item = p;
         trim(&item, &n);
-        const char *colon = memchr(item, ':', n);
-        int slots;
         if (n == 0) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                                "empty host in -H '%s': expected host:slots,host:slots (e.g. "
-                                "worker-0:2,worker-1:2)",
+                                "empty host in -H '%s' (a stray or trailing comma?): expected "
+                                "host:slots,host:slots (e.g. worker-0:2,worker-1:2)",
                                 text);
-            goto err;
+            goto err_free_list;
         }
-        if (!colon) {
-            st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                                "invalid host '%.*s' in -H: expected host:slots (e.g. "
-                                "worker-0:2)",
-                                (int)n, item);
-            goto err;
-        }
-        size_t name_len = (size_t)(colon - item);
-        if (!valid_host_name(item, name_len)) {
-            st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                                "invalid host '%.*s' in -H: the name may hold only letters, "
-                                "digits, '_', '.' and '-'",
-                                (int)n, item);
-            goto err;
-        }
-        if (parse_slots(colon + 1, n - name_len - 1, &slots) != 0) {
-            st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                                "invalid host '%.*s' in -H: slots '%.*s' is not a number", (int)n,
-                                item, (int)(n - name_len - 1), colon + 1);
-            goto err;
-        }
-        st = list_add(&l, item, name_len, slots, "-H");
+        st = parse_item(&l, item, n);
         if (st != HVD_OK)
-            goto err;
+            goto err_free_list;
         if (!comma)
             break;
         p = comma + 1;
     }
     *list_p = l;
     return HVD_OK;
-err:
+err_free_list:
     hvd__hosts_fini(&l);
     return st;
 }
 
-/* One hostfile line: "host slots=N" (spaces around '=' allowed), or "host" alone meaning one
- * slot (as MPI hostfiles do). Comments start at '#'. */
-static hvd_status_t parse_hostfile_line(hvd_host_list_t *l, char *line, const char *path,
-                                        int lineno) {
+/* Hostfile parsing state: the line each host came from, for the duplicate message. */
+typedef struct {
+    hvd_host_list_t list;
+    int *lines;
+    const char *path;
+} hostfile_t;
+
+static hvd_status_t parse_hostfile_line(hostfile_t *hf, char *line, int lineno) {
     char *hash = strchr(line, '#');
     if (hash)
         *hash = '\0';
@@ -128,72 +184,87 @@ static hvd_status_t parse_hostfile_line(hvd_host_list_t *l, char *line, const ch
     if (n == 0)
         return HVD_OK;
     size_t name_len = 0;
-    while (name_len < n && !isspace((unsigned char)s[name_len]))
+    while (name_len < n && !isspace((unsigned char)s[name_len]) && s[name_len] != '=')
         name_len++;
-    char where[512];
-    snprintf(where, sizeof where, "hostfile %s", path);
-    if (!valid_host_name(s, name_len))
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: invalid host name '%.*s' in line '%.*s'",
-                              path, lineno, (int)name_len, s, (int)n, s);
+    name_check_t nc = check_host_name(s, name_len);
+    if (nc != NAME_OK)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: invalid host '%.*s' in line '%.*s': %s",
+                              hf->path, lineno, (int)name_len, s, (int)n, s, name_problem(nc));
     const char *rest = s + name_len;
     size_t rn = n - name_len;
     trim(&rest, &rn);
     int slots = 1;
     if (rn > 0) {
         if (rn < 5 || strncmp(rest, "slots", 5) != 0)
-            goto bad;
+            goto err_syntax;
         rest += 5, rn -= 5;
         trim(&rest, &rn);
         if (rn == 0 || *rest != '=')
-            goto bad;
+            goto err_syntax;
         rest++, rn--;
         trim(&rest, &rn);
-        if (parse_slots(rest, rn, &slots) != 0)
-            goto bad;
+        switch (parse_slots(rest, rn, &slots)) {
+        case SLOTS_NOT_NUMBER:
+            goto err_syntax;
+        case SLOTS_TOO_MANY:
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "%s:%d: slots in line '%.*s' is more than %d", hf->path, lineno,
+                                  (int)n, s, HOST_SLOTS_MAX);
+        case SLOTS_OK:
+            break;
+        }
     }
-    hvd_status_t st = list_add(l, s, name_len, slots, where);
-    if (st != HVD_OK)
-        return hvd__error_wrap(st, "%s:%d", path, lineno);
-    return HVD_OK;
-bad:
-    return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: expected 'host slots=N', got '%.*s'", path,
-                          lineno, (int)n, s);
+    long dup = find_host(&hf->list, s, name_len);
+    if (dup >= 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "%s:%d: host '%.*s' appears twice (first on line %d); give each "
+                              "host once with all its slots",
+                              hf->path, lineno, (int)name_len, s, hf->lines[dup]);
+    int *grown = realloc(hf->lines, (hf->list.count + 1) * sizeof *grown);
+    if (!grown)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading %s", hf->path);
+    hf->lines = grown;
+    hf->lines[hf->list.count] = lineno;
+    return append_host(&hf->list, s, name_len, slots);
+err_syntax:
+    return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: expected 'host slots=N', got '%.*s'",
+                          hf->path, lineno, (int)n, s);
 }
 
 hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p) {
+    hostfile_t hf = {.path = path};
+    hvd_status_t st = HVD_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot open hostfile %s: %s", path,
                               strerror(errno));
-    hvd_host_list_t l = {0};
-    hvd_status_t st = HVD_OK;
-    char line[4096];
-    int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &cap, f) >= 0) {
         lineno++;
-        size_t n = strlen(line);
-        if (n == sizeof line - 1 && line[n - 1] != '\n') {
-            st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: line too long", path, lineno);
-            goto err;
-        }
-        st = parse_hostfile_line(&l, line, path, lineno);
+        st = parse_hostfile_line(&hf, line, lineno);
         if (st != HVD_OK)
-            goto err;
+            goto err_free;
     }
     if (ferror(f)) {
         st = hvd__error_set(HVD_ERR_IO, "cannot read hostfile %s: %s", path, strerror(errno));
-        goto err;
+        goto err_free;
     }
-    if (l.count == 0) {
+    if (hf.list.count == 0) {
         st = hvd__error_set(HVD_ERR_INVALID_ARG, "hostfile %s lists no hosts", path);
-        goto err;
+        goto err_free;
     }
+    free(line);
+    free(hf.lines);
     fclose(f);
-    *list_p = l;
+    *list_p = hf.list;
     return HVD_OK;
-err:
+err_free:
+    free(line);
+    free(hf.lines);
+    hvd__hosts_fini(&hf.list);
     fclose(f);
-    hvd__hosts_fini(&l);
     return st;
 }
 
@@ -205,6 +276,22 @@ void hvd__hosts_fini(hvd_host_list_t *list) {
     list->count = 0;
 }
 
+/* "h1:2, h2:2" for the too-few-slots message, cut short with "..." on huge lists. */
+static void describe_hosts(const hvd_host_list_t *hosts, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < hosts->count; i++) {
+        int n = snprintf(out + used, size - used, "%s%s:%d", i ? ", " : "", hosts->hosts[i].name,
+                         hosts->hosts[i].slots);
+        if (n < 0 || (size_t)n >= size - used) {
+            if (size > 4)
+                strcpy(out + size - 4, "...");
+            return;
+        }
+        used += (size_t)n;
+    }
+}
+
 hvd_status_t hvd__slot_plan_create(const hvd_host_list_t *hosts, int num_proc,
                                    hvd_slot_plan_t *plan_p) {
     if (num_proc < 1)
@@ -214,54 +301,53 @@ hvd_status_t hvd__slot_plan_create(const hvd_host_list_t *hosts, int num_proc,
         total += hosts->hosts[i].slots;
     if (total < num_proc) {
         char list[512];
-        size_t n = 0;
-        list[0] = '\0';
-        for (size_t i = 0; i < hosts->count && n < sizeof list - 16; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s:%d", i ? ", " : "",
-                                  hosts->hosts[i].name, hosts->hosts[i].slots);
+        describe_hosts(hosts, list, sizeof list);
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "requested %d processes but the hosts provide only %lld slots (%s)",
                               num_proc, total, list);
     }
+    hvd_status_t st = HVD_OK;
+    /* local ranks never reach num_proc, so num_proc entries index every local rank */
     hvd_slot_t *slots = calloc((size_t)num_proc, sizeof *slots);
-    /* per local rank: how many hosts have it so far (its next cross rank) */
-    int *cross_count = calloc((size_t)num_proc, sizeof *cross_count);
-    int *host_ranks = calloc(hosts->count ? hosts->count : 1, sizeof *host_ranks);
-    if (!slots || !cross_count || !host_ranks) {
-        free(slots);
-        free(cross_count);
-        free(host_ranks);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory planning %d slots", num_proc);
+    int *hosts_with_lr = calloc((size_t)num_proc, sizeof *hosts_with_lr);
+    int *ranks_on_host = calloc(hosts->count, sizeof *ranks_on_host);
+    size_t *host_of_rank = calloc((size_t)num_proc, sizeof *host_of_rank);
+    if (!slots || !hosts_with_lr || !ranks_on_host || !host_of_rank) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory planning %d ranks", num_proc);
+        goto err_free_slots;
     }
+    /* Reference 2.2: hosts in order, local ranks 0..slots-1 on each; a host's cross_rank for a
+     * local rank is how many earlier hosts have that local rank. */
     int rank = 0;
-    size_t *slot_host = calloc((size_t)num_proc, sizeof *slot_host);
-    if (!slot_host) {
-        free(slots);
-        free(cross_count);
-        free(host_ranks);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory planning %d slots", num_proc);
-    }
     for (size_t h = 0; h < hosts->count && rank < num_proc; h++) {
         for (int lr = 0; lr < hosts->hosts[h].slots && rank < num_proc; lr++, rank++) {
             slots[rank].rank = rank;
             slots[rank].size = num_proc;
             slots[rank].local_rank = lr;
-            slots[rank].cross_rank = cross_count[lr]++;
+            slots[rank].cross_rank = hosts_with_lr[lr]++;
             slots[rank].host = hosts->hosts[h].name;
-            slot_host[rank] = h;
-            host_ranks[h]++;
+            host_of_rank[rank] = h;
+            ranks_on_host[h]++;
         }
     }
+    /* Sizes count assigned ranks only: with fewer ranks than slots the last host used is
+     * partly filled, and its local_size and the cross_size of high local ranks shrink. */
     for (int r = 0; r < num_proc; r++) {
-        slots[r].local_size = host_ranks[slot_host[r]];
-        slots[r].cross_size = cross_count[slots[r].local_rank];
+        slots[r].local_size = ranks_on_host[host_of_rank[r]];
+        slots[r].cross_size = hosts_with_lr[slots[r].local_rank];
     }
-    free(slot_host);
-    free(cross_count);
-    free(host_ranks);
+    free(host_of_rank);
+    free(ranks_on_host);
+    free(hosts_with_lr);
     plan_p->slots = slots;
     plan_p->count = (size_t)num_proc;
     return HVD_OK;
+err_free_slots:
+    free(host_of_rank);
+    free(ranks_on_host);
+    free(hosts_with_lr);
+    free(slots);
+    return st;
 }
 
 void hvd__slot_plan_fini(hvd_slot_plan_t *plan) {
