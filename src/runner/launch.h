@@ -22,15 +22,31 @@ typedef struct {
     const char *output_dir;        /* --output-filename, or NULL */
     int prefix_timestamp;          /* --prefix-output-with-timestamp */
     int verbose;                   /* print each worker's command (never the secret) */
-    int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period */
-    int out_fd, err_fd;            /* where tagged output goes (normally 1 and 2) */
+    int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period; <= 0: 5000 */
+    int out_fd, err_fd;            /* where tagged output goes (normally 1 and 2); the
+                                      launcher's own messages go to err_fd, --verbose
+                                      command lines to out_fd */
 } hvd_launch_config_t;
 
-/* Run the job to completion. *exit_code_p is horovodrun's exit status: 0 when every rank
- * exited 0; otherwise the first failing rank's exit code (128 + signal for a signal), after
- * the other ranks were terminated and a report naming that rank, its status and its last
- * stderr lines was written to err_fd; 128 + signal when horovodrun itself got SIGINT or
- * SIGTERM. Returns an error status only when the launch itself could not proceed. */
+/* Run the job to completion; blocks until every rank's middleman has been reaped and its
+ * output drained (every wait inside is bounded; see launch.c for the deadlines).
+ *
+ * Each rank's environment is horovodrun's own (minus BASH_FUNC_*, OLDPWD*, *CUDA_VISIBLE_DEVICES*
+ * and any inherited secret), then cfg->exports, then the slot's variables and the secret, so
+ * computed values always win.
+ *
+ * *exit_code_p is horovodrun's exit status: 0 when every rank exited 0; otherwise the first
+ * failing rank's exit code (128 + signal for a signal), after the other ranks were terminated
+ * and a report naming that rank, its host, its status and its last stderr lines was written
+ * to err_fd; 128 + signal when horovodrun itself got SIGINT, SIGTERM or SIGHUP first.
+ * Returns an error status only when the launch itself could not proceed (a rank could not be
+ * started: the ranks already started are ended and reaped first; HVD_ERR_IO, HVD_ERR_NO_MEMORY,
+ * HVD_ERR_INVALID_ARG for an empty plan or command).
+ *
+ * The caller must have blocked the signals of hvd__spawn_launcher_signals() in every thread
+ * (this function blocks them in the calling thread for its duration, which is enough for a
+ * single-threaded caller) and should ignore SIGPIPE, so that a closed console cannot kill it.
+ * Not reentrant: one launch at a time per process. */
 hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p);
 
 #endif
