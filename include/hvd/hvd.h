@@ -28,17 +28,40 @@ HVD_API const char *hvd_last_error(void);
 /* Version of libhvd as "MAJOR.MINOR.PATCH"; static storage. */
 HVD_API const char *hvd_version(void);
 
+/* Options of hvd_init_ex. Zero (or hvd_config_init) means "from the environment, else the
+ * default" for every field, so a zero-initialised struct behaves exactly like hvd_init. */
+typedef struct {
+    /* Deadline in seconds for the rendezvous and for every wait inside a collective;
+     * 0: HOROVOD_GLOO_TIMEOUT_SECONDS (default 30). */
+    int timeout_seconds;
+    /* Microseconds a collective busy-polls its sockets before it sleeps in the kernel;
+     * 0: the default (HVD_BUSY_POLL_US, itself 50 when the host has a core for every local
+     * rank and 0 when it is oversubscribed); negative: never busy-poll. */
+    int busy_poll_us;
+    /* Network interface whose address the data plane listens on; NULL: HOROVOD_GLOO_IFACE,
+     * else the address this host uses to reach the rendezvous server. Copied. */
+    const char *network_interface;
+} hvd_config_t;
+
+/* Set every field of *config to "unset" (equivalent to zeroing it). */
+HVD_API void hvd_config_init(hvd_config_t *config);
+
 /* Initialise from the HOROVOD_* environment set by horovodrun. Without a launcher
  * (no HOROVOD_GLOO_RENDEZVOUS_ADDR) the process is rank 0 of a job of size 1. Under
- * horovodrun every rank checks in with the rendezvous store and waits, up to
- * HOROVOD_GLOO_TIMEOUT_SECONDS, until all ranks have; the error names the ranks that did not.
- * Blocks. Not thread safe with hvd_shutdown. Returns HVD_ERR_STATE if already initialised,
- * HVD_ERR_INVALID_ARG for a malformed variable (named in the message), HVD_ERR_TIMEOUT,
- * HVD_ERR_AUTH, HVD_ERR_IO. */
+ * horovodrun every rank opens a listening socket for the data plane, publishes its address
+ * while checking in with the rendezvous store, and waits, up to HOROVOD_GLOO_TIMEOUT_SECONDS,
+ * until all ranks have; the error names the ranks that did not. Data connections are made
+ * when a collective first needs them. Blocks. Not thread safe with hvd_shutdown. Returns
+ * HVD_ERR_STATE if already initialised, HVD_ERR_INVALID_ARG for a malformed variable (named in
+ * the message), HVD_ERR_TIMEOUT, HVD_ERR_AUTH, HVD_ERR_IO. */
 HVD_API hvd_status_t hvd_init(void);
 
-/* Release everything hvd_init acquired; hvd_init may then be called again. Returns
- * HVD_ERR_SHUT_DOWN if not initialised. Blocks briefly. */
+/* hvd_init with options; config may be NULL (same as hvd_init). Fields that are set take
+ * precedence over the environment. */
+HVD_API hvd_status_t hvd_init_ex(const hvd_config_t *config);
+
+/* Release everything hvd_init acquired (connections, sockets, buffers); hvd_init may then be
+ * called again. Returns HVD_ERR_SHUT_DOWN if not initialised. Blocks briefly. */
 HVD_API hvd_status_t hvd_shutdown(void);
 
 /* 1 between a successful hvd_init and hvd_shutdown, else 0. */
@@ -52,6 +75,67 @@ HVD_API int hvd_local_rank(void);
 HVD_API int hvd_local_size(void);
 HVD_API int hvd_cross_rank(void);
 HVD_API int hvd_cross_size(void);
+
+/* ---- Blocking collectives ------------------------------------------------------------
+ *
+ * Every rank of the communicator calls the same sequence of collectives with the same
+ * count, dtype, op and root; ranks that disagree all get HVD_ERR_MISMATCH with a message
+ * naming two ranks that disagree and how. sendbuf == recvbuf is in place; otherwise the
+ * buffers must not overlap. count is in elements; count 0 is valid and moves nothing (but
+ * still agrees with the other ranks). The caller owns the buffers; they are not retained
+ * after the call returns. Only one thread may run collectives at a time.
+ *
+ * Every wait inside a collective has the deadline HOROVOD_GLOO_TIMEOUT_SECONDS. Errors:
+ * HVD_ERR_INVALID_ARG (NULL buffer with count > 0, unknown dtype or op, ADASUM, AVERAGE of
+ * BOOL, root out of range), HVD_ERR_MISMATCH, HVD_ERR_PEER_LOST (a peer's process died or
+ * its connection closed: the message names the rank and host), HVD_ERR_TIMEOUT (a peer
+ * stopped answering: the message names who was being waited for), HVD_ERR_SHUT_DOWN. After
+ * HVD_ERR_PEER_LOST or HVD_ERR_TIMEOUT on any rank, every rank's collectives fail with that
+ * first cause until hvd_shutdown; hvd_init may then be called again.
+ *
+ * Reductions: integers wrap on overflow and integer AVERAGE rounds toward zero; BOOL
+ * reduces as logic (SUM/MAX = or, MIN/PRODUCT = and); float16 and bfloat16 accumulate in
+ * float32 and are rounded once. Every rank receives bitwise identical results. */
+HVD_API hvd_status_t hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   hvd_dtype_t dtype, hvd_reduce_op_t op);
+
+/* The communicators of a job: every rank, the ranks on this host (local), and the ranks
+ * with this process's local rank on every host (cross). */
+typedef enum { HVD_COMM_GLOBAL = 0, HVD_COMM_LOCAL = 1, HVD_COMM_CROSS = 2 } hvd_comm_t;
+
+/* hvd_allreduce on communicator comm, with each input multiplied by prescale before the
+ * reduction and the result by postscale after it (in float32 for half types, in double for
+ * float64 and integers, whose results are then rounded toward zero). 1.0 and 1.0 give
+ * hvd_allreduce. Scale factors other than 1.0 need op SUM or AVERAGE and a non-BOOL dtype. */
+HVD_API hvd_status_t hvd_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count,
+                                      hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                      double postscale, hvd_comm_t comm);
+
+/* Copy root's buf to every rank's buf. */
+HVD_API hvd_status_t hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root);
+
+/* recvbuf holds size * count elements, rank r's block at offset r * count. */
+HVD_API hvd_status_t hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
+                                   hvd_dtype_t dtype);
+
+/* Rank r contributes recvcounts[r] elements; blocks are concatenated in rank order. Every
+ * rank passes the same recvcounts (size entries). sendbuf may be recvbuf + this rank's
+ * offset (in place). */
+HVD_API hvd_status_t hvd_allgatherv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                                    hvd_dtype_t dtype);
+
+/* sendbuf holds size * count elements; block j goes to rank j; recvbuf block i came from
+ * rank i. */
+HVD_API hvd_status_t hvd_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                  hvd_dtype_t dtype);
+
+/* sendbuf holds size * count elements; rank r receives in recvbuf (count elements) the
+ * reduction of every rank's block r. */
+HVD_API hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count,
+                                       hvd_dtype_t dtype, hvd_reduce_op_t op);
+
+/* Return once every rank has entered the barrier. */
+HVD_API hvd_status_t hvd_barrier(void);
 
 #ifdef __cplusplus
 }

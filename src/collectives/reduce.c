@@ -218,3 +218,73 @@ void hvd__reduce_acc_f32(float *acc, const void *src, size_t n, hvd_dtype_t dtyp
         reduce_f32(acc + off, b, m, op);
     }
 }
+
+/* Integers are scaled in double and truncated toward zero; out-of-range results saturate
+ * (a plain conversion would be undefined behaviour). */
+#define DEFINE_SCALE_INT(NAME, T, LO, HI)                                                          \
+    static void NAME(T *restrict b, size_t n, double f) {                                          \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            double v = (double)b[i] * f;                                                           \
+            b[i] = v <= (double)(LO) ? (LO) : v >= (double)(HI) ? (HI) : (T)v;                     \
+        }                                                                                          \
+    }
+DEFINE_SCALE_INT(scale_u8, uint8_t, 0, UINT8_MAX)
+DEFINE_SCALE_INT(scale_i8, int8_t, INT8_MIN, INT8_MAX)
+DEFINE_SCALE_INT(scale_u16, uint16_t, 0, UINT16_MAX)
+DEFINE_SCALE_INT(scale_i16, int16_t, INT16_MIN, INT16_MAX)
+DEFINE_SCALE_INT(scale_i32, int32_t, INT32_MIN, INT32_MAX)
+DEFINE_SCALE_INT(scale_i64, int64_t, INT64_MIN, INT64_MAX)
+
+static void scale_f32(float *restrict b, size_t n, float f) {
+    for (size_t i = 0; i < n; i++)
+        b[i] *= f;
+}
+
+static void scale_f64(double *restrict b, size_t n, double f) {
+    for (size_t i = 0; i < n; i++)
+        b[i] *= f;
+}
+
+void hvd__reduce_scale(void *buf, size_t n, hvd_dtype_t dtype, double factor) {
+    if (factor == 1.0)
+        return;
+    switch (dtype) {
+    case HVD_UINT8:
+        scale_u8(buf, n, factor);
+        break;
+    case HVD_INT8:
+        scale_i8(buf, n, factor);
+        break;
+    case HVD_UINT16:
+        scale_u16(buf, n, factor);
+        break;
+    case HVD_INT16:
+        scale_i16(buf, n, factor);
+        break;
+    case HVD_INT32:
+        scale_i32(buf, n, factor);
+        break;
+    case HVD_INT64:
+        scale_i64(buf, n, factor);
+        break;
+    case HVD_FLOAT32:
+        scale_f32(buf, n, (float)factor);
+        break;
+    case HVD_FLOAT64:
+        scale_f64(buf, n, factor);
+        break;
+    case HVD_FLOAT16:
+    case HVD_BFLOAT16: {
+        float a[HALF_BLOCK];
+        for (size_t off = 0; off < n; off += HALF_BLOCK) {
+            size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
+            hvd__half_to_f32(a, (uint16_t *)buf + off, m, dtype);
+            scale_f32(a, m, (float)factor);
+            hvd__f32_to_half((uint16_t *)buf + off, a, m, dtype);
+        }
+        break;
+    }
+    case HVD_BOOL:
+        break;
+    }
+}

@@ -24,6 +24,10 @@ void hvd__reduce(void *dst, const void *src, size_t count, hvd_dtype_t dtype, hv
 /* buf[i] /= n, the last step of AVERAGE (n >= 1). */
 void hvd__reduce_average(void *buf, size_t count, hvd_dtype_t dtype, int n);
 
+/* buf[i] *= factor: floats in their own precision (float32 for half types), integers in
+ * double, truncated toward zero and saturated. BOOL is left alone. */
+void hvd__reduce_scale(void *buf, size_t count, hvd_dtype_t dtype, double factor);
+
 /* Half-precision accumulation in float32: acc[i] = acc[i] op (float)src[i]. dtype is
  * HVD_FLOAT16 or HVD_BFLOAT16. */
 void hvd__reduce_acc_f32(float *acc, const void *src, size_t count, hvd_dtype_t dtype,

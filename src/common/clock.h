@@ -17,4 +17,7 @@ int hvd__clock_remaining_ms(int64_t deadline_ms);
 /* Sleep for ms milliseconds (restarting after signals). */
 void hvd__clock_sleep_ms(int64_t ms);
 
+/* Monotonic microseconds, for the busy-poll budget and idle deadlines of the data plane. */
+int64_t hvd__clock_now_us(void);
+
 #endif

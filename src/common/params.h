@@ -32,6 +32,7 @@ typedef struct hvd_params {
     int rendezvous_port;
     char *gloo_iface;
     int gloo_timeout_seconds;
+    int busy_poll_us; /* -1: automatic */
     char *controller;
     char *cpu_operations;
     int elastic;

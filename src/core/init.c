@@ -5,14 +5,31 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/context.h"
+#include "os/netif.h"
+#include "os/socket.h"
+#include "transport/tcp.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 static hvd_context_t ctx;
+/* ctx_lock guards the context fields for the queries; coll_lock is held for a whole
+ * collective, so init and shutdown (which take both) never pull a transport away from one
+ * in flight, while rank queries from other threads do not wait for collectives. */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What each rank publishes when it checks in: where its data-plane listener is, and its
+ * place on its host. */
+typedef struct {
+    hvd_tcp_peer_addr_t addr;
+    int local_rank, cross_rank;
+} rank_info_t;
+
+static hvd_config_t config; /* options of the current hvd_init_ex call */
 
 static hvd_status_t check_topology(const hvd_params_t *p) {
     if (p->rank >= p->size)
@@ -59,12 +76,31 @@ static void describe_missing(const hvd_store_scope_t *s, int size, char *out, si
  * long-poll request, until all ranks have: after this, every rank knows the job is complete.
  * The scope is new for each generation so that a rank re-initialising early can never
  * disturb a slower rank still reading the previous generation. */
-static hvd_status_t check_in(hvd_context_t *c) {
+/* "host=h pid=1 addr=a port=2 local_rank=0 cross_rank=0" -> info. -1 when malformed. */
+static int parse_rank_value(const char *v, rank_info_t *info) {
+    memset(info, 0, sizeof *info);
+    info->local_rank = info->cross_rank = -1;
+    long pid;
+    if (sscanf(v, "host=%63s pid=%ld addr=%15s port=%d local_rank=%d cross_rank=%d",
+               info->addr.host, &pid, info->addr.addr, &info->addr.port, &info->local_rank,
+               &info->cross_rank) != 6)
+        return -1;
+    return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
+}
+
+/* Every rank announces itself (with its data-plane address) in the scope of this init
+ * generation and reads every rank's announcement back in one long-poll request: after
+ * this, every rank knows the job is complete and where each peer listens. The scope is new
+ * for each generation so that a rank re-initialising early can never disturb a slower rank
+ * still reading the previous generation. */
+static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     char scope[64], key[32], value[512];
     snprintf(scope, sizeof scope, "init.%u", c->generation);
     snprintf(key, sizeof key, "rank_%d", p->rank);
-    int n = snprintf(value, sizeof value, "host=%s pid=%ld", p->hostname, (long)getpid());
+    int n =
+        snprintf(value, sizeof value, "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d",
+                 p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank);
     int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
     hvd_status_t st = hvd__store_put(c->store, scope, key, value, (size_t)n, deadline);
     if (st != HVD_OK)
@@ -85,8 +121,187 @@ static hvd_status_t check_in(hvd_context_t *c) {
     }
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d could not complete the rendezvous", p->rank);
+    for (int r = 0; r < p->size && st == HVD_OK; r++) {
+        snprintf(key, sizeof key, "rank_%d", r);
+        const hvd_store_entry_t *e = hvd__store_scope_find(&s, key);
+        if (!e || parse_rank_value((const char *)e->value, &infos[r]) != 0)
+            st = hvd__error_set(HVD_ERR_PROTOCOL,
+                                "rank %d: the rendezvous entry of rank %d is missing or malformed "
+                                "(mixed hvd versions in one job?)",
+                                p->rank, r);
+    }
     hvd__store_scope_fini(&s);
-    return HVD_OK;
+    return st;
+}
+
+/* The address the data plane listens on: the configured interface's, else the one this
+ * host uses to reach the rendezvous server (which the other hosts reach it by too). */
+static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
+    const char *iface = config.network_interface ? config.network_interface : p->gloo_iface;
+    if (iface && *iface) {
+        hvd_netif_t *list;
+        size_t count;
+        hvd_status_t st = hvd__netif_list(&list, &count);
+        if (st != HVD_OK)
+            return st;
+        const hvd_netif_t *i = hvd__netif_by_name(iface, list, count);
+        if (i)
+            snprintf(out, 16, "%s", i->addr);
+        free(list);
+        if (!i)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "HOROVOD_GLOO_IFACE=%s: no such interface with an IPv4 address "
+                                  "on host %s",
+                                  iface, p->hostname);
+        return HVD_OK;
+    }
+    return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);
+}
+
+/* Build the local (same host) and cross (same local rank) groups from the check-in data,
+ * ordered by local and cross rank, and check them against what the launcher said. */
+static hvd_status_t make_groups(hvd_context_t *c, const rank_info_t *infos) {
+    const hvd_params_t *p = &c->params;
+    int *loc = calloc((size_t)p->size, sizeof *loc), *crs = calloc((size_t)p->size, sizeof *crs);
+    hvd_status_t st = HVD_OK;
+    if (!loc || !crs) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    int nl = 0, nc = 0;
+    for (int i = 0; i < p->size; i++)
+        loc[i] = crs[i] = -1;
+    for (int r = 0; r < p->size; r++) {
+        const rank_info_t *in = &infos[r];
+        if (strcmp(in->addr.host, infos[p->rank].addr.host) == 0) {
+            if (in->local_rank < 0 || in->local_rank >= p->size || loc[in->local_rank] >= 0) {
+                st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                    "ranks on host %s have inconsistent HOROVOD_LOCAL_RANK values "
+                                    "(rank %d has %d)",
+                                    in->addr.host, r, in->local_rank);
+                goto out;
+            }
+            loc[in->local_rank] = r;
+            nl++;
+        }
+        if (in->local_rank == p->local_rank) {
+            if (in->cross_rank < 0 || in->cross_rank >= p->size || crs[in->cross_rank] >= 0) {
+                st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                    "ranks with local rank %d have inconsistent "
+                                    "HOROVOD_CROSS_RANK values (rank %d has %d)",
+                                    p->local_rank, r, in->cross_rank);
+                goto out;
+            }
+            crs[in->cross_rank] = r;
+            nc++;
+        }
+    }
+    if (nl != p->local_size || nc != p->cross_size) {
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "rank %d: the launcher said local size %d and cross size %d, but the "
+                            "rendezvous shows %d ranks on host %s and %d with local rank %d",
+                            p->rank, p->local_size, p->cross_size, nl, p->hostname, nc,
+                            p->local_rank);
+        goto out;
+    }
+    for (int i = 0; i < nl; i++)
+        if (loc[i] < 0)
+            st = hvd__error_set(HVD_ERR_INVALID_ARG, "host %s has no rank with local rank %d",
+                                p->hostname, i);
+    for (int i = 0; i < nc && st == HVD_OK; i++)
+        if (crs[i] < 0)
+            st = hvd__error_set(HVD_ERR_INVALID_ARG, "no rank has local rank %d and cross rank %d",
+                                p->local_rank, i);
+    if (st != HVD_OK)
+        goto out;
+    st = hvd__group_init(&c->local, c->tp, "local", loc, nl, p->local_rank);
+    if (st == HVD_OK) {
+        st = hvd__group_init(&c->cross, c->tp, "cross", crs, nc, p->cross_rank);
+        if (st != HVD_OK)
+            hvd__group_fini(&c->local);
+    }
+out:
+    free(loc);
+    free(crs);
+    return st;
+}
+
+/* A job of one: the three groups are this process alone and no transport exists. */
+static hvd_status_t make_solo_groups(hvd_context_t *c) {
+    int zero = 0;
+    hvd_status_t st = hvd__group_init(&c->global, NULL, "global", &zero, 1, 0);
+    if (st == HVD_OK && (st = hvd__group_init(&c->local, NULL, "local", &zero, 1, 0)) != HVD_OK)
+        hvd__group_fini(&c->global);
+    if (st == HVD_OK && (st = hvd__group_init(&c->cross, NULL, "cross", &zero, 1, 0)) != HVD_OK) {
+        hvd__group_fini(&c->global);
+        hvd__group_fini(&c->local);
+    }
+    return st;
+}
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Listener, check-in, transport and groups of a job of more than one rank. */
+static hvd_status_t connect_job(hvd_context_t *c) {
+    const hvd_params_t *p = &c->params;
+    char addr[16];
+    int lfd = -1, port = 0;
+    hvd_status_t st = listen_addr(p, addr);
+    if (st == HVD_OK)
+        st = hvd__socket_listen(addr, 128, &lfd, &port);
+    if (st != HVD_OK)
+        return hvd__error_wrap(st, "rank %d could not open its data-plane listener", p->rank);
+    rank_info_t *infos = calloc((size_t)p->size, sizeof *infos);
+    hvd_tcp_peer_addr_t *addrs = calloc((size_t)p->size, sizeof *addrs);
+    int *all = calloc((size_t)p->size, sizeof *all);
+    if (!infos || !addrs || !all) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        close(lfd);
+        goto out;
+    }
+    st = check_in(c, addr, port, infos);
+    if (st != HVD_OK) {
+        close(lfd);
+        goto out;
+    }
+    for (int r = 0; r < p->size; r++) {
+        addrs[r] = infos[r].addr;
+        all[r] = r;
+    }
+    int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
+    int oversubscribed = p->local_size > online_cpus();
+    if (busy < 0 && config.busy_poll_us == 0) /* automatic */
+        busy = oversubscribed ? 0 : 50;
+    hvd_tcp_config_t tc = {
+        .rank = p->rank,
+        .size = p->size,
+        .peers = addrs,
+        .listen_fd = lfd,
+        .secret = &c->secret,
+        .generation = c->generation,
+        .timeout_ms =
+            (config.timeout_seconds > 0 ? config.timeout_seconds : p->gloo_timeout_seconds) * 1000,
+        .busy_poll_us = busy > 0 ? busy : 0,
+        .yield_when_idle = oversubscribed,
+    };
+    st = hvd__tcp_create(&tc, &c->tp);
+    if (st != HVD_OK)
+        goto out;
+    st = hvd__group_init(&c->global, c->tp, "global", all, p->size, p->rank);
+    if (st == HVD_OK && (st = make_groups(c, infos)) != HVD_OK)
+        hvd__group_fini(&c->global);
+    if (st != HVD_OK) {
+        c->tp->ops->destroy(c->tp);
+        c->tp = NULL;
+    }
+out:
+    free(infos);
+    free(addrs);
+    free(all);
+    return st;
 }
 
 static hvd_status_t init_locked(void) {
@@ -106,7 +321,7 @@ static hvd_status_t init_locked(void) {
                                 p->size);
             goto err_params;
         }
-        return HVD_OK;
+        return make_solo_groups(&ctx);
     }
     if (p->rendezvous_port <= 0) {
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
@@ -125,7 +340,9 @@ static hvd_status_t init_locked(void) {
     st = hvd__store_client_create(p->rendezvous_addr, p->rendezvous_port, &ctx.secret, &ctx.store);
     if (st != HVD_OK)
         goto err_wipe_secret;
-    st = check_in(&ctx);
+    if (config.timeout_seconds > 0)
+        ctx.params.gloo_timeout_seconds = config.timeout_seconds;
+    st = p->size == 1 ? make_solo_groups(&ctx) : connect_job(&ctx);
     if (st != HVD_OK)
         goto err_destroy_store;
     return HVD_OK;
@@ -140,8 +357,28 @@ err_params:
     return st;
 }
 
+void hvd_config_init(hvd_config_t *c) {
+    if (c)
+        memset(c, 0, sizeof *c);
+}
+
 hvd_status_t hvd_init(void) {
+    return hvd_init_ex(NULL);
+}
+
+hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
+    pthread_mutex_lock(&coll_lock);
     pthread_mutex_lock(&ctx_lock);
+    if (cfg)
+        config = *cfg;
+    else
+        hvd_config_init(&config);
+    if (config.timeout_seconds < 0) {
+        pthread_mutex_unlock(&ctx_lock);
+        pthread_mutex_unlock(&coll_lock);
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_init_ex: timeout_seconds %d is negative",
+                              config.timeout_seconds);
+    }
     hvd_status_t st;
     if (ctx.initialized) {
         st = hvd__error_set(HVD_ERR_STATE, "hvd_init: already initialised (call hvd_shutdown "
@@ -155,23 +392,48 @@ hvd_status_t hvd_init(void) {
         /* A failed attempt still used a generation on the ranks that got further. */
         ctx.generation++;
     }
+    config.network_interface = NULL; /* the caller's string is not kept */
     pthread_mutex_unlock(&ctx_lock);
+    pthread_mutex_unlock(&coll_lock);
     return st;
 }
 
 hvd_status_t hvd_shutdown(void) {
+    pthread_mutex_lock(&coll_lock);
     pthread_mutex_lock(&ctx_lock);
     if (!ctx.initialized) {
         pthread_mutex_unlock(&ctx_lock);
+        pthread_mutex_unlock(&coll_lock);
         return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd_shutdown: hvd is not initialised");
     }
+    hvd__group_fini(&ctx.global);
+    hvd__group_fini(&ctx.local);
+    hvd__group_fini(&ctx.cross);
+    if (ctx.tp)
+        ctx.tp->ops->destroy(ctx.tp);
+    ctx.tp = NULL;
     hvd__store_client_destroy(ctx.store);
     ctx.store = NULL;
     hvd__secret_wipe(&ctx.secret);
     hvd__params_fini(&ctx.params);
     ctx.initialized = 0;
     pthread_mutex_unlock(&ctx_lock);
+    pthread_mutex_unlock(&coll_lock);
     return HVD_OK;
+}
+
+hvd_status_t hvd__context_enter(hvd_context_t **ctx_p) {
+    pthread_mutex_lock(&coll_lock);
+    if (!ctx.initialized) {
+        pthread_mutex_unlock(&coll_lock);
+        return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd is not initialised (call hvd_init first)");
+    }
+    *ctx_p = &ctx;
+    return HVD_OK;
+}
+
+void hvd__context_leave(void) {
+    pthread_mutex_unlock(&coll_lock);
 }
 
 int hvd_is_initialized(void) {

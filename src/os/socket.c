@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,4 +131,82 @@ hvd_status_t hvd__socket_recv_some(int fd, void *buf, size_t len, int64_t deadli
         return hvd__error_set(e == ECONNRESET ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
                               "cannot receive from %s: %s", peer, strerror(e));
     }
+}
+
+hvd_status_t hvd__socket_listen(const char *addr, int backlog, int *fd_p, int *port_p) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (addr && *addr && inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "'%s' is not an IPv4 address", addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket(): %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, backlog) != 0) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(HVD_ERR_IO, "cannot listen on %s: %s",
+                              addr && *addr ? addr : "0.0.0.0", strerror(e));
+    }
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(HVD_ERR_IO, "getsockname(): %s", strerror(e));
+    }
+    *fd_p = fd;
+    *port_p = ntohs(sa.sin_port);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__socket_connect_start(const char *addr, int port, int *fd_p) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "'%s' is not an IPv4 address", addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket(): %s", strerror(errno));
+    hvd__socket_tune_data(fd);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(e == ECONNREFUSED ? HVD_ERR_PEER_LOST : HVD_ERR_IO,
+                              "cannot connect to %s:%d: %s", addr, port, strerror(e));
+    }
+    *fd_p = fd;
+    return HVD_OK;
+}
+
+void hvd__socket_tune_data(int fd) {
+    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+int hvd__socket_local_addr(int fd, char *out) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sin_family != AF_INET)
+        return -1;
+    return inet_ntop(AF_INET, &sa.sin_addr, out, 16) ? 0 : -1;
+}
+
+hvd_status_t hvd__socket_route_addr(const char *host, int port, char *out) {
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(host, service, &hints, &ai);
+    if (rc != 0)
+        return hvd__error_set(HVD_ERR_IO, "cannot resolve %s: %s", host, gai_strerror(rc));
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    hvd_status_t st = HVD_OK;
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        hvd__socket_local_addr(fd, out) != 0)
+        st = hvd__error_set(HVD_ERR_IO, "no route to %s: %s", host, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return st;
 }

@@ -22,4 +22,23 @@ hvd_status_t hvd__socket_send_all(int fd, const void *buf, size_t len, int64_t d
 hvd_status_t hvd__socket_recv_some(int fd, void *buf, size_t len, int64_t deadline_ms,
                                    const char *peer, size_t *got_p);
 
+/* Listen on addr (dotted IPv4; "" or NULL: every address) on an ephemeral port: a
+ * non-blocking, close-on-exec socket. *port_p is the port the kernel chose. */
+hvd_status_t hvd__socket_listen(const char *addr, int backlog, int *fd_p, int *port_p);
+
+/* Start a non-blocking connect to addr:port (dotted IPv4). HVD_OK with the connection in
+ * progress or made; HVD_ERR_PEER_LOST when refused at once. */
+hvd_status_t hvd__socket_connect_start(const char *addr, int port, int *fd_p);
+
+/* Options of a data-plane connection: TCP_NODELAY (no Nagle delay on small frames), TCP
+ * keepalive probing after 10 s idle so a vanished host is noticed. Buffer sizes are left
+ * to the kernel's autotuning, which grows them further than a fixed setsockopt would. */
+void hvd__socket_tune_data(int fd);
+
+/* The local IPv4 address this host would use to reach host:port (a name or an address),
+ * found by connecting a UDP socket, which sends nothing. Into out[16]. */
+hvd_status_t hvd__socket_route_addr(const char *host, int port, char *out);
+
+/* The local address of a connected socket, dotted IPv4, into out[16]. -1 on failure. */
+int hvd__socket_local_addr(int fd, char *out);
 #endif

@@ -1,0 +1,145 @@
+/* Allreduce: small inputs are gathered whole in the agreement rounds and reduced locally in
+ * rank order (every rank computes the same bits); larger ones run the pipelined ring.
+ * float16 and bfloat16 are converted to float32 first, travel and accumulate as float32,
+ * and are rounded once at the end. */
+#include "collectives/coll.h"
+#include "collectives/dtype.h"
+#include "collectives/reduce.h"
+#include "collectives/ring.h"
+#include "common/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int is_half(hvd_dtype_t d) {
+    return d == HVD_FLOAT16 || d == HVD_BFLOAT16;
+}
+
+/* The dtype values travel and accumulate in. */
+static hvd_dtype_t work_dtype(hvd_dtype_t d) {
+    return is_half(d) ? HVD_FLOAT32 : d;
+}
+
+/* work[0..n) = prescale * src in the working dtype (src may be work for non-half types). */
+static void to_work(void *work, const void *src, size_t n, hvd_dtype_t dtype, double prescale) {
+    if (is_half(dtype)) {
+        hvd__half_to_f32(work, src, n, dtype);
+    } else if (work != src && n) {
+        memcpy(work, src, n * hvd__dtype_size(dtype));
+    }
+    hvd__reduce_scale(work, n, work_dtype(dtype), prescale);
+}
+
+/* out[0..n) = postscale * (work / p for AVERAGE), rounded once into dtype. */
+static void from_work(void *out, void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
+                      double postscale) {
+    hvd_dtype_t w = work_dtype(dtype);
+    if (op == HVD_AVERAGE)
+        hvd__reduce_average(work, n, w, p);
+    hvd__reduce_scale(work, n, w, postscale);
+    if (is_half(dtype))
+        hvd__f32_to_half(out, work, n, dtype);
+    else if (out != work && n)
+        memcpy(out, work, n * hvd__dtype_size(dtype));
+}
+
+typedef struct {
+    void *out;
+    hvd_dtype_t dtype;
+    hvd_reduce_op_t op;
+    double postscale;
+} finish_t;
+
+static void ring_finalize(hvd_ring_t *ring, size_t off, size_t n) {
+    finish_t *f = ring->finalize_arg;
+    size_t wsize = hvd__dtype_size(ring->wdtype), osize = hvd__dtype_size(f->dtype);
+    from_work((char *)f->out + off * osize, (char *)ring->work + off * wsize, n, f->dtype, f->op,
+              ring->g->size, f->postscale);
+}
+
+static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
+                          size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                          double postscale, const char *what) {
+    int p = g->size;
+    size_t wbytes = count * hvd__dtype_size(work_dtype(dtype));
+    uint8_t *mine = hvd__group_scratch(g, 0, wbytes);
+    uint8_t *all = hvd__group_scratch(g, 1, wbytes * (size_t)p);
+    uint8_t *stage = hvd__group_scratch(g, 2, wbytes * (size_t)p);
+    if (!mine || !all || !stage)
+        return HVD_ERR_NO_MEMORY;
+    if (!(sig->flags & HVD_SIG_INVALID))
+        to_work(mine, send, count, dtype, prescale);
+    for (int r = 0; r < p; r++) {
+        g->lens[r] = (sig->flags & HVD_SIG_INVALID) && r == g->rank ? 0 : wbytes;
+        g->offs[r] = (size_t)r * wbytes;
+    }
+    hvd_status_t st = hvd__group_agree(g, sig, mine, g->lens, g->offs, all, stage, what);
+    if (st != HVD_OK)
+        return st;
+    hvd_dtype_t w = work_dtype(dtype);
+    for (int r = 1; r < p; r++)
+        hvd__reduce(all, all + (size_t)r * wbytes, count, w, op);
+    from_work(recv, all, count, dtype, op, p, postscale);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
+                                 hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                 double postscale) {
+    char what[128];
+    hvd__coll_what(g, "allreduce", what, sizeof what);
+    hvd_sig_t sig = {
+        .coll = HVD_COLL_ALLREDUCE, .dtype = (uint8_t)dtype, .op = (uint8_t)op, .count = count};
+    size_t bytes = 0;
+    hvd_status_t st = hvd__reduce_check(dtype, op);
+    if (st == HVD_OK)
+        st = hvd__coll_bytes(count, hvd__dtype_size(work_dtype(dtype)), what, &bytes);
+    if (st == HVD_OK)
+        st = hvd__coll_check_buf(send, count, what, "sendbuf");
+    if (st == HVD_OK)
+        st = hvd__coll_check_buf(recv, count, what, "recvbuf");
+    if (st == HVD_OK && (prescale != 1.0 || postscale != 1.0) &&
+        (dtype == HVD_BOOL || (op != HVD_SUM && op != HVD_AVERAGE)))
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "%s: prescale/postscale need op sum or average and a numeric dtype",
+                            what);
+    if (st != HVD_OK) {
+        sig.flags |= HVD_SIG_INVALID;
+        return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
+    }
+    int p = g->size;
+    if (p == 1 || bytes <= HVD_SMALL_BYTES)
+        return small(g, &sig, send, recv, count, dtype, op, prescale, postscale, what);
+
+    st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
+    if (st != HVD_OK)
+        return st;
+    for (int r = 0; r < p; r++) {
+        g->lens[r] = count / (size_t)p + ((size_t)r < count % (size_t)p);
+        g->offs[r] = r == 0 ? 0 : g->offs[r - 1] + g->lens[r - 1];
+    }
+    finish_t fin = {.out = recv, .dtype = dtype, .op = op, .postscale = postscale};
+    hvd_ring_t ring = {.g = g,
+                       .seg_off = g->offs,
+                       .seg_len = g->lens,
+                       .own = (g->rank + 1) % p,
+                       .wdtype = work_dtype(dtype),
+                       .op = op,
+                       .finalize = ring_finalize,
+                       .finalize_arg = &fin,
+                       .out = recv,
+                       .osize = hvd__dtype_size(dtype)};
+    if (is_half(dtype) || prescale != 1.0) {
+        /* The input is converted (and scaled) once up front; the ring works on that copy
+         * (half types) or on recv (others). */
+        void *work = is_half(dtype) ? hvd__group_scratch(g, 0, bytes) : recv;
+        if (!work)
+            return HVD_ERR_NO_MEMORY;
+        to_work(work, send, count, dtype, prescale);
+        ring.work = work;
+    } else {
+        ring.work = recv;
+        ring.first_src = send == recv ? NULL : send;
+    }
+    return hvd__ring_run(&ring, what);
+}

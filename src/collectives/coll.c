@@ -1,0 +1,34 @@
+/* Helpers shared by the collectives, and the barrier (an agreement with nothing else). */
+#include "collectives/coll.h"
+
+#include "common/error.h"
+
+#include <stdio.h>
+
+void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t out_size) {
+    snprintf(out, out_size, "%s #%u on the %s communicator", name, g->seq, g->name);
+}
+
+hvd_status_t hvd__coll_check_buf(const void *ptr, size_t count, const char *what,
+                                 const char *which) {
+    if (!ptr && count > 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", what, which,
+                              count);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__coll_bytes(size_t count, size_t size, const char *what, size_t *bytes_p) {
+    if (size == 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: unknown dtype", what);
+    if (count > ((size_t)1 << 48) / size)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: count %zu is too large", what, count);
+    *bytes_p = count * size;
+    return HVD_OK;
+}
+
+hvd_status_t hvd__coll_barrier(hvd_group_t *g) {
+    char what[128];
+    hvd__coll_what(g, "barrier", what, sizeof what);
+    hvd_sig_t sig = {.coll = HVD_COLL_BARRIER};
+    return hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
+}

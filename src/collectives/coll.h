@@ -1,0 +1,37 @@
+/* The collectives on a group, as the public entry points call them. Each validates its
+ * arguments, agrees with the other ranks (group.h: invalid arguments on one rank become
+ * HVD_ERR_MISMATCH on the others instead of a hang), then runs the algorithm its size
+ * calls for. Arguments follow the public declarations in hvd.h. */
+#ifndef HVD_COLLECTIVES_COLL_H
+#define HVD_COLLECTIVES_COLL_H
+
+#include "collectives/group.h"
+
+/* At most this many bytes per rank (in the working dtype), allreduce gathers every rank's
+ * input in ceil(log2 p) rounds and reduces locally (latency-optimal); above, the pipelined
+ * ring (bandwidth-optimal). Allgather and broadcast switch at the same total size. */
+#define HVD_SMALL_BYTES (16 * 1024)
+
+hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
+                                 hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                 double postscale);
+hvd_status_t hvd__coll_broadcast(hvd_group_t *g, void *buf, size_t count, hvd_dtype_t dtype,
+                                 int root);
+/* counts: one per rank (allgatherv); fixed_count used when counts is NULL (allgather). */
+hvd_status_t hvd__coll_allgather(hvd_group_t *g, const void *send, void *recv, const size_t *counts,
+                                 size_t fixed_count, hvd_dtype_t dtype);
+hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, size_t count,
+                                hvd_dtype_t dtype);
+hvd_status_t hvd__coll_reducescatter(hvd_group_t *g, const void *send, void *recv, size_t count,
+                                     hvd_dtype_t dtype, hvd_reduce_op_t op);
+hvd_status_t hvd__coll_barrier(hvd_group_t *g);
+
+/* Shared by the collectives: "allreduce #12 on the global communicator". */
+void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t out_size);
+/* HVD_OK, or HVD_ERR_INVALID_ARG when ptr is NULL but bytes are expected. */
+hvd_status_t hvd__coll_check_buf(const void *ptr, size_t count, const char *what,
+                                 const char *which);
+/* count * size without overflow, or HVD_ERR_INVALID_ARG. */
+hvd_status_t hvd__coll_bytes(size_t count, size_t size, const char *what, size_t *bytes_p);
+
+#endif

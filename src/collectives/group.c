@@ -1,0 +1,268 @@
+/* Groups of ranks and the signature agreement (group.h). */
+#include "collectives/group.h"
+
+#include <hvd/hvd.h>
+
+#include "collectives/dtype.h"
+#include "common/error.h"
+#include "wire/le.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+hvd_status_t hvd__group_init(hvd_group_t *g, hvd_transport_t *tp, const char *name,
+                             const int *members, int size, int rank) {
+    memset(g, 0, sizeof *g);
+    g->tp = tp;
+    g->name = name;
+    g->size = size;
+    g->rank = rank;
+    g->members = malloc((size_t)size * sizeof *g->members);
+    g->sigs = malloc((size_t)size * sizeof *g->sigs);
+    g->sigbuf = malloc((size_t)size * HVD_SIG_LEN);
+    g->lens = malloc((size_t)size * sizeof *g->lens);
+    g->offs = malloc((size_t)size * sizeof *g->offs);
+    if (!g->members || !g->sigs || !g->sigbuf || !g->lens || !g->offs) {
+        hvd__group_fini(g);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory creating the %s group", name);
+    }
+    memcpy(g->members, members, (size_t)size * sizeof *g->members);
+    return HVD_OK;
+}
+
+void hvd__group_fini(hvd_group_t *g) {
+    for (int i = 0; i < 3; i++)
+        free(g->scratch[i]);
+    free(g->xfers);
+    free(g->members);
+    free(g->sigs);
+    free(g->sigbuf);
+    free(g->lens);
+    free(g->offs);
+    memset(g, 0, sizeof *g);
+}
+
+void *hvd__group_scratch(hvd_group_t *g, int slot, size_t bytes) {
+    if (bytes == 0)
+        bytes = 1;
+    if (bytes > g->scratch_cap[slot]) {
+        free(g->scratch[slot]);
+        g->scratch[slot] = malloc(bytes);
+        g->scratch_cap[slot] = g->scratch[slot] ? bytes : 0;
+        if (!g->scratch[slot]) {
+            hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for %zu bytes of collective scratch",
+                           bytes);
+            return NULL;
+        }
+    }
+    return g->scratch[slot];
+}
+
+hvd_xfer_t *hvd__group_xfers(hvd_group_t *g, size_t n) {
+    if (n > g->xfers_cap) {
+        hvd_xfer_t *x = realloc(g->xfers, n * sizeof *x);
+        if (!x) {
+            hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for %zu transfers", n);
+            return NULL;
+        }
+        g->xfers = x;
+        g->xfers_cap = n;
+    }
+    memset(g->xfers, 0, n * sizeof *g->xfers);
+    return g->xfers;
+}
+
+hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, const char *what) {
+    if (n == 0)
+        return HVD_OK;
+    return g->tp->ops->exchange(g->tp, xfers, n, what);
+}
+
+static void sig_encode(uint8_t *out, const hvd_sig_t *s) {
+    out[0] = s->coll;
+    out[1] = s->dtype;
+    out[2] = s->op;
+    out[3] = s->flags;
+    hvd__le32_put(out + 4, (uint32_t)s->root);
+    hvd__le64_put(out + 8, s->count);
+    hvd__le64_put(out + 16, s->extra);
+    hvd__le32_put(out + 24, s->seq);
+    hvd__le32_put(out + 28, 0);
+}
+
+static void sig_decode(const uint8_t *in, hvd_sig_t *s) {
+    s->coll = in[0];
+    s->dtype = in[1];
+    s->op = in[2];
+    s->flags = in[3];
+    s->root = (int32_t)hvd__le32_get(in + 4);
+    s->count = hvd__le64_get(in + 8);
+    s->extra = hvd__le64_get(in + 16);
+    s->seq = hvd__le32_get(in + 24);
+}
+
+static int sig_equal(const hvd_sig_t *a, const hvd_sig_t *b) {
+    return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op && a->flags == b->flags &&
+           a->root == b->root && a->count == b->count && a->extra == b->extra && a->seq == b->seq;
+}
+
+static const char *coll_name(unsigned c) {
+    static const char *names[] = {"?",          "allreduce", "broadcast",     "allgather",
+                                  "allgatherv", "alltoall",  "reducescatter", "barrier"};
+    return c < sizeof names / sizeof *names ? names[c] : "?";
+}
+
+void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size) {
+    if (s->flags & HVD_SIG_INVALID) {
+        snprintf(out, out_size, "%s with invalid arguments (call #%u)", coll_name(s->coll), s->seq);
+        return;
+    }
+    const char *dt = hvd__dtype_name((hvd_dtype_t)s->dtype);
+    switch (s->coll) {
+    case HVD_COLL_ALLREDUCE:
+    case HVD_COLL_REDUCESCATTER:
+        snprintf(out, out_size, "%s(count %llu, %s, %s) as call #%u", coll_name(s->coll),
+                 (unsigned long long)s->count, dt, hvd__reduce_op_name((hvd_reduce_op_t)s->op),
+                 s->seq);
+        break;
+    case HVD_COLL_BROADCAST:
+        snprintf(out, out_size, "broadcast(count %llu, %s, root %d) as call #%u",
+                 (unsigned long long)s->count, dt, s->root, s->seq);
+        break;
+    case HVD_COLL_ALLGATHERV:
+        snprintf(out, out_size, "allgatherv(total %llu, %s, counts digest %016llx) as call #%u",
+                 (unsigned long long)s->count, dt, (unsigned long long)s->extra, s->seq);
+        break;
+    case HVD_COLL_BARRIER:
+        snprintf(out, out_size, "barrier as call #%u", s->seq);
+        break;
+    default:
+        snprintf(out, out_size, "%s(count %llu, %s) as call #%u", coll_name(s->coll),
+                 (unsigned long long)s->count, dt, s->seq);
+    }
+}
+
+/* "ranks 0-2, 5" from a membership test, at most ~120 characters. */
+static void list_ranks(const hvd_sig_t *sigs, int size, const hvd_sig_t *like, char *out,
+                       size_t out_size) {
+    size_t n = 0;
+    int count = 0;
+    out[0] = '\0';
+    for (int r = 0; r < size; r++) {
+        if (!sig_equal(&sigs[r], like))
+            continue;
+        int end = r;
+        while (end + 1 < size && sig_equal(&sigs[end + 1], like))
+            end++;
+        if (n + 24 >= out_size || n > 120) {
+            snprintf(out + n, out_size - n, ", ...");
+            return;
+        }
+        int w = end > r ? snprintf(out + n, out_size - n, "%s%d-%d", count ? ", " : "", r, end)
+                        : snprintf(out + n, out_size - n, "%s%d", count ? ", " : "", r);
+        n += (size_t)(w > 0 ? w : 0);
+        count += end - r + 1;
+        r = end;
+    }
+}
+
+/* Every rank builds the same message from the same signatures: the distinct calls (up to
+ * four) and the ranks that made each. */
+static hvd_status_t report_mismatch(hvd_group_t *g, const char *what) {
+    char msg[1024];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "%s: ranks of the %s communicator disagree:", what,
+                                g->name);
+    int shown[4], nshown = 0;
+    for (int r = 0; r < g->size && nshown < 4; r++) {
+        int seen = 0;
+        for (int i = 0; i < nshown; i++)
+            seen |= sig_equal(&g->sigs[shown[i]], &g->sigs[r]);
+        if (seen)
+            continue;
+        shown[nshown++] = r;
+        char ranks[160], call[160];
+        list_ranks(g->sigs, g->size, &g->sigs[r], ranks, sizeof ranks);
+        hvd__sig_describe(&g->sigs[r], call, sizeof call);
+        if (n < sizeof msg)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s rank%s %s called %s",
+                                  nshown > 1 ? ";" : "", strpbrk(ranks, ",-") ? "s" : "", ranks,
+                                  call);
+    }
+    return hvd__error_set(HVD_ERR_MISMATCH, "%s", msg);
+}
+
+hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
+                              const size_t *offs, void *gathered, void *stage, const char *what) {
+    int p = g->size, me = g->rank;
+    mine->seq = g->seq++;
+    char local_error[1024] = "";
+    if (mine->flags & HVD_SIG_INVALID)
+        snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
+    /* Rotated layout: position k holds the block of group rank (me + k) mod p. */
+    size_t total = 0;
+    uint8_t *st = stage;
+    sig_encode(g->sigbuf, mine);
+    if (lens) {
+        total = lens[me];
+        if (total)
+            memcpy(st, data, total);
+    }
+    hvd_xfer_t *x = hvd__group_xfers(g, 2);
+    if (!x)
+        return HVD_ERR_NO_MEMORY;
+    for (int d = 1; d < p; d <<= 1) {
+        int cnt = d < p - d ? d : p - d;
+        /* bytes of positions [0, d) we hold, and of [d, d + cnt) expected */
+        size_t have = total, want = 0;
+        size_t send_bytes = 0;
+        if (lens) {
+            for (int k = 0; k < cnt; k++)
+                send_bytes += lens[(me + k) % p];
+            for (int k = d; k < d + cnt; k++)
+                want += lens[(me + k) % p];
+        }
+        memset(x, 0, 2 * sizeof *x);
+        x[0].peer = hvd__group_peer(g, me - d);
+        x[0].is_send = 1;
+        x[0].iov[0].iov_base = g->sigbuf;
+        x[0].iov[0].iov_len = (size_t)cnt * HVD_SIG_LEN;
+        x[0].iov[1].iov_base = st;
+        x[0].iov[1].iov_len = send_bytes;
+        x[0].iovcnt = 2;
+        x[1].peer = hvd__group_peer(g, me + d);
+        x[1].iov[0].iov_base = g->sigbuf + (size_t)d * HVD_SIG_LEN;
+        x[1].iov[0].iov_len = (size_t)cnt * HVD_SIG_LEN;
+        x[1].iov[1].iov_base = st + have;
+        x[1].iov[1].iov_len = want;
+        x[1].iovcnt = 2;
+        hvd_status_t s = hvd__group_exchange(g, x, 2, what);
+        if (s != HVD_OK)
+            return s;
+        total = have + want;
+    }
+    int disagree = 0;
+    for (int k = 0; k < p; k++) {
+        int r = (me + k) % p;
+        sig_decode(g->sigbuf + (size_t)k * HVD_SIG_LEN, &g->sigs[r]);
+        disagree |= !sig_equal(&g->sigs[r], mine);
+    }
+    if (mine->flags & HVD_SIG_INVALID) {
+        if (!disagree)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s", local_error);
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s (and the other ranks' calls differ)",
+                              local_error);
+    }
+    if (disagree)
+        return report_mismatch(g, what);
+    if (gathered) {
+        size_t pos = 0;
+        for (int k = 0; k < p; k++) {
+            int r = (me + k) % p;
+            if (lens[r])
+                memcpy((uint8_t *)gathered + offs[r], st + pos, lens[r]);
+            pos += lens[r];
+        }
+    }
+    return HVD_OK;
+}

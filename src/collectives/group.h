@@ -1,0 +1,91 @@
+/* A group of ranks over a transport (the global, local or cross communicator), and the
+ * agreement step every collective starts with.
+ *
+ * Every rank describes its call in a signature (which collective, dtype, op, root, count,
+ * a digest of per-rank counts, and the call's sequence number). The agreement is a Bruck
+ * allgather: ceil(log2 p) rounds, in round i each rank sends what it has gathered to rank
+ * - 2^i and receives from rank + 2^i. It always moves the signatures and may carry data too
+ * (small allreduce and allgather use it as their whole algorithm). The number of messages
+ * and their signature parts do not depend on the arguments, so ranks that disagree still
+ * finish the round in step, each with every rank's signature; every rank then reports the
+ * same HVD_ERR_MISMATCH naming the disagreeing ranks, and the group stays usable. */
+#ifndef HVD_COLLECTIVES_GROUP_H
+#define HVD_COLLECTIVES_GROUP_H
+
+#include <hvd/types.h>
+
+#include "transport/transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    HVD_COLL_ALLREDUCE = 1,
+    HVD_COLL_BROADCAST,
+    HVD_COLL_ALLGATHER,
+    HVD_COLL_ALLGATHERV,
+    HVD_COLL_ALLTOALL,
+    HVD_COLL_REDUCESCATTER,
+    HVD_COLL_BARRIER,
+} hvd_coll_t;
+
+#define HVD_SIG_INVALID 1u /* this rank's arguments were rejected locally */
+#define HVD_SIG_LEN 32
+
+typedef struct {
+    uint8_t coll, dtype, op, flags;
+    int32_t root;
+    uint64_t count;
+    uint64_t extra; /* allgatherv: digest of recvcounts */
+    uint32_t seq;
+} hvd_sig_t;
+
+typedef struct {
+    hvd_transport_t *tp;
+    const char *name; /* "global", "local", "cross" */
+    int rank, size;   /* within the group */
+    int *members;     /* group rank -> global rank */
+    uint32_t seq;     /* collectives called on this group so far */
+    /* scratch reused across calls (grown, freed by fini) */
+    void *scratch[3];
+    size_t scratch_cap[3];
+    hvd_xfer_t *xfers;
+    size_t xfers_cap;
+    hvd_sig_t *sigs;
+    uint8_t *sigbuf;
+    size_t *lens, *offs; /* size entries each, for the algorithms' per-rank layouts */
+} hvd_group_t;
+
+/* members (copied) lists the global ranks of the group in group-rank order; rank is this
+ * process's index in it. */
+hvd_status_t hvd__group_init(hvd_group_t *g, hvd_transport_t *tp, const char *name,
+                             const int *members, int size, int rank);
+void hvd__group_fini(hvd_group_t *g);
+
+/* Scratch buffer slot (0..2) of at least bytes; NULL and an error when out of memory. */
+void *hvd__group_scratch(hvd_group_t *g, int slot, size_t bytes);
+/* An array of at least n transfers, zeroed. */
+hvd_xfer_t *hvd__group_xfers(hvd_group_t *g, size_t n);
+
+/* Global rank of group rank r. */
+static inline int hvd__group_peer(const hvd_group_t *g, int r) {
+    return g->members[((r % g->size) + g->size) % g->size];
+}
+
+/* The agreement (see top). mine is this rank's signature. With data: this rank contributes
+ * data (lens[rank] bytes) and gathered receives every rank's block j at offset offs[j]
+ * (lens[j] bytes each, as this rank expects them; NULL lens/offs/gathered: signatures
+ * only). stage must hold sum(lens) bytes (the rotated blocks). Returns HVD_OK when all
+ * signatures match, HVD_ERR_MISMATCH (message names the ranks) when they do not, the local
+ * HVD_ERR_INVALID_ARG unchanged when this rank's own flags say invalid, or a transport
+ * error. The sequence number is assigned here. */
+hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
+                              const size_t *offs, void *gathered, void *stage, const char *what);
+
+/* Run one phase of transfers on the group's transport, naming the collective on error. */
+hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, const char *what);
+
+/* "allreduce(count 10, float32, sum)" for messages. */
+void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size);
+
+#endif

@@ -1,0 +1,848 @@
+/* The TCP transport (tcp.h). One thread drives everything: exchange() loops over the
+ * transfers it was given, making every non-blocking send and receive that can progress, and
+ * only when nothing can (after busy_poll_us of trying) sleeps in epoll_wait. Connection
+ * set-up and the handshake of connections accepted from other ranks (or strangers) are
+ * state machines stepped by the same loop, so a stranger who connects and stalls never
+ * blocks the job. */
+#include "transport/tcp.h"
+
+#include <hvd/hvd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "os/socket.h"
+#include "wire/frame.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Received bytes are read into a per-connection staging buffer when the frame (or what is
+ * left of it) is small, so one recv() usually takes a header and its payload, often the
+ * next header too; larger payloads are read straight into the caller's buffer. */
+#define STAGE_SIZE (64 * 1024)
+#define DIRECT_MIN 4096
+/* Connections accepted but not yet authenticated: at most this many (the oldest is dropped
+ * to make room), each for at most HANDSHAKE_MS. */
+#define MAX_PENDING 16
+#define HANDSHAKE_MS 10000
+
+typedef enum {
+    PEER_NONE,       /* no connection yet */
+    PEER_AWAIT,      /* higher rank: waiting for the peer to connect to us */
+    PEER_CONNECTING, /* lower rank: connect() in progress */
+    PEER_CHALLENGE,  /* connected, waiting for the acceptor's CHALLENGE */
+    PEER_WELCOME,    /* HELLO sent, waiting for WELCOME */
+    PEER_READY,
+} peer_state_t;
+
+typedef struct {
+    peer_state_t state;
+    int fd;
+    hvd_hello_t hello;         /* connector side: what we sent, to check WELCOME */
+    uint8_t hs[HVD_HELLO_LEN]; /* handshake bytes received so far */
+    size_t hs_got;
+    /* receive side */
+    uint8_t *stage;
+    size_t stage_pos, stage_end;
+    uint8_t hdr[HVD_FRAME_HEADER_LEN];
+    size_t hdr_got;
+    int in_frame; /* a frame header has been read */
+    int frame_kind;
+    uint64_t frame_len, frame_got;
+    /* send side: header of the frame being sent */
+    uint8_t shdr[HVD_FRAME_HEADER_LEN];
+    int send_mid_frame; /* a frame is partly sent: an ABORT cannot be inserted */
+    /* per-exchange queues: heads of the transfers to and from this peer */
+    size_t send_head, recv_head; /* index into the exchange, or NONE */
+    int active;                  /* listed in this exchange */
+} peer_t;
+
+typedef struct {
+    int fd;
+    uint8_t nonce_a[HVD_NONCE_LEN];
+    uint8_t buf[HVD_HELLO_LEN];
+    size_t got;
+    int64_t since_ms;
+    char from[64];
+} pending_t;
+
+typedef struct {
+    hvd_transport_t base;
+    hvd_tcp_peer_addr_t *addrs;
+    peer_t *peers;
+    int listen_fd, epfd;
+    hvd_secret_t secret;
+    uint32_t generation;
+    int timeout_ms, busy_poll_us, yield_when_idle;
+    pending_t pending[MAX_PENDING];
+    int npending;
+    /* first cause once poisoned */
+    hvd_status_t poison;
+    char poison_msg[1024];
+    /* per-exchange scratch: next transfer in the same queue, and the peers involved */
+    size_t *next;
+    size_t next_cap;
+    int *active;
+} tcp_t;
+
+#define NONE ((size_t)-1)
+
+static const char *peer_name(tcp_t *t, int r, char *buf, size_t n) {
+    snprintf(buf, n, "rank %d (host %s, %s:%d)", r, t->addrs[r].host, t->addrs[r].addr,
+             t->addrs[r].port);
+    return buf;
+}
+
+static void epoll_add(tcp_t *t, int fd) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, .data.fd = fd};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void close_fd(tcp_t *t, int fd) {
+    epoll_ctl(t->epfd, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+}
+
+static void peer_reset(tcp_t *t, peer_t *p) {
+    if (p->fd >= 0)
+        close_fd(t, p->fd);
+    free(p->stage);
+    memset(p, 0, sizeof *p);
+    p->fd = -1;
+    p->send_head = p->recv_head = NONE;
+}
+
+/* ---- failure -------------------------------------------------------------------------- */
+
+/* Read and discard what a peer already sent, so that close() sends FIN rather than RST (an
+ * RST can destroy the ABORT frame we just queued before the peer reads it). Bounded. */
+static void drain_input(int fd) {
+    uint8_t sink[4096];
+    for (int i = 0; i < 256; i++)
+        if (recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+            return;
+}
+
+static void tcp_abort(hvd_transport_t *base, hvd_status_t status, const char *message) {
+    tcp_t *t = (tcp_t *)base;
+    if (t->poison != HVD_OK)
+        return;
+    t->poison = status;
+    snprintf(t->poison_msg, sizeof t->poison_msg, "%s", message);
+    /* Tell every connected peer the cause; a frame can only be inserted between frames. */
+    size_t mlen = strlen(t->poison_msg);
+    if (mlen > HVD_FRAME_ABORT_MAX - 4)
+        mlen = HVD_FRAME_ABORT_MAX - 4;
+    uint8_t frame[HVD_FRAME_HEADER_LEN + HVD_FRAME_ABORT_MAX];
+    hvd__frame_header_encode(frame, HVD_FRAME_ABORT, 4 + mlen);
+    uint32_t st = (uint32_t)status;
+    for (int i = 0; i < 4; i++)
+        frame[HVD_FRAME_HEADER_LEN + i] = (uint8_t)(st >> (8 * i));
+    memcpy(frame + HVD_FRAME_HEADER_LEN + 4, t->poison_msg, mlen);
+    for (int r = 0; r < base->size; r++) {
+        peer_t *p = &t->peers[r];
+        if (p->state == PEER_READY && !p->send_mid_frame) {
+            ssize_t n =
+                send(p->fd, frame, HVD_FRAME_HEADER_LEN + 4 + mlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)n; /* best effort: the connection closing tells the peer anyway */
+        }
+        if (p->fd >= 0) {
+            shutdown(p->fd, SHUT_WR);
+            drain_input(p->fd);
+        }
+        peer_reset(t, p);
+    }
+    for (int i = 0; i < t->npending; i++)
+        close_fd(t, t->pending[i].fd);
+    t->npending = 0;
+    /* Peers that still want to connect to us are refused at once instead of waiting. */
+    if (t->listen_fd >= 0) {
+        close_fd(t, t->listen_fd);
+        t->listen_fd = -1;
+    }
+}
+
+static hvd_status_t tcp_health(hvd_transport_t *base) {
+    tcp_t *t = (tcp_t *)base;
+    if (t->poison == HVD_OK)
+        return HVD_OK;
+    return hvd__error_set(t->poison, "%s", t->poison_msg);
+}
+
+/* ---- accepting and authenticating ---------------------------------------------------- */
+
+static void pending_drop(tcp_t *t, int i, const char *why) {
+    if (why)
+        HVD_LOG_W("rank %d: dropped a data connection from %s: %s", t->base.rank,
+                  t->pending[i].from, why);
+    close_fd(t, t->pending[i].fd);
+    t->pending[i] = t->pending[--t->npending];
+}
+
+static void accept_all(tcp_t *t) {
+    if (t->listen_fd < 0)
+        return;
+    for (;;) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        int fd = accept4(t->listen_fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return; /* EAGAIN, or a transient error the next loop retries */
+        if (t->npending == MAX_PENDING)
+            pending_drop(t, 0, "too many unauthenticated connections");
+        pending_t *pd = &t->pending[t->npending];
+        memset(pd, 0, sizeof *pd);
+        pd->fd = fd;
+        pd->since_ms = hvd__clock_now_ms();
+        char ip[16] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(pd->from, sizeof pd->from, "%s:%d", ip, ntohs(sa.sin_port));
+        uint8_t ch[HVD_CHALLENGE_LEN];
+        if (getrandom(pd->nonce_a, HVD_NONCE_LEN, 0) != HVD_NONCE_LEN) {
+            close(fd);
+            continue;
+        }
+        hvd__frame_challenge_encode(ch, pd->nonce_a);
+        /* A fresh socket's buffer always takes 24 bytes; anything else means it is gone. */
+        if (send(fd, ch, sizeof ch, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof ch) {
+            close(fd);
+            continue;
+        }
+        hvd__socket_tune_data(fd);
+        epoll_add(t, fd);
+        t->npending++;
+    }
+}
+
+/* Step every accepted connection's handshake. Returns 1 if anything happened. */
+static int step_pending(tcp_t *t) {
+    int progressed = 0;
+    int64_t now = hvd__clock_now_ms();
+    for (int i = 0; i < t->npending;) {
+        pending_t *pd = &t->pending[i];
+        ssize_t n = recv(pd->fd, pd->buf + pd->got, HVD_HELLO_LEN - pd->got, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            pending_drop(t, i, NULL); /* closed before authenticating: nothing to say */
+            progressed = 1;
+            continue;
+        }
+        if (n < 0) {
+            if (now - pd->since_ms > HANDSHAKE_MS) {
+                pending_drop(t, i, "no authentication within 10 s");
+                progressed = 1;
+                continue;
+            }
+            i++;
+            continue;
+        }
+        progressed = 1;
+        pd->got += (size_t)n;
+        /* Reject garbage on its first bytes instead of waiting for a full message. */
+        if (pd->got >= 4 && memcmp(pd->buf, "HVDH", 4) != 0) {
+            pending_drop(t, i, "not an hvd HELLO (wrong magic)");
+            continue;
+        }
+        if (pd->got < HVD_HELLO_LEN) {
+            i++;
+            continue;
+        }
+        hvd_hello_t h;
+        hvd_status_t st = hvd__frame_hello_decode(pd->buf, pd->nonce_a, &t->secret, &h);
+        if (st != HVD_OK) {
+            pending_drop(t, i, hvd_last_error());
+            continue;
+        }
+        if (h.to != (uint32_t)t->base.rank || h.from >= (uint32_t)t->base.rank ||
+            h.generation != t->generation) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "HELLO from rank %u to rank %u of generation %u (this is rank %d of "
+                     "generation %u)",
+                     h.from, h.to, h.generation, t->base.rank, t->generation);
+            pending_drop(t, i, why);
+            continue;
+        }
+        peer_t *p = &t->peers[h.from];
+        if (p->state == PEER_READY) {
+            pending_drop(t, i, "a second connection from an already connected rank");
+            continue;
+        }
+        uint8_t w[HVD_WELCOME_LEN];
+        if (hvd__frame_welcome_encode(w, &h, &t->secret) != HVD_OK ||
+            send(pd->fd, w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof w) {
+            pending_drop(t, i, "could not send WELCOME");
+            continue;
+        }
+        /* The connection becomes rank from's; it leaves the pending list without closing. */
+        int fd = pd->fd;
+        t->pending[i] = t->pending[--t->npending];
+        if (p->fd >= 0)
+            close_fd(t, p->fd);
+        p->fd = fd;
+        p->state = PEER_READY;
+        p->stage = malloc(STAGE_SIZE);
+        if (!p->stage) {
+            tcp_abort(&t->base, HVD_ERR_NO_MEMORY, "out of memory for a connection buffer");
+            return 1;
+        }
+        HVD_LOG_D("rank %d: accepted data connection from rank %u", t->base.rank, h.from);
+    }
+    return progressed;
+}
+
+/* ---- connecting ----------------------------------------------------------------------- */
+
+static hvd_status_t peer_lost(tcp_t *t, int r, const char *what) {
+    char name[128];
+    return hvd__error_set(HVD_ERR_PEER_LOST, "%s %s", peer_name(t, r, name, sizeof name), what);
+}
+
+/* Step the connector's side of peer r's set-up. Returns 1 progressed, 0 nothing, or an
+ * error status (negative). */
+static int step_connect(tcp_t *t, int r) {
+    peer_t *p = &t->peers[r];
+    if (p->state == PEER_CONNECTING) {
+        struct pollfd pf = {.fd = p->fd, .events = POLLOUT};
+        if (poll(&pf, 1, 0) <= 0)
+            return 0;
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+            char what[160];
+            snprintf(what, sizeof what, "refused the data connection (%s): is it still running?",
+                     strerror(err));
+            return peer_lost(t, r, what);
+        }
+        p->state = PEER_CHALLENGE;
+        p->hs_got = 0;
+        return 1;
+    }
+    size_t want = p->state == PEER_CHALLENGE ? HVD_CHALLENGE_LEN : HVD_WELCOME_LEN;
+    ssize_t n = recv(p->fd, p->hs + p->hs_got, want - p->hs_got, MSG_DONTWAIT);
+    if (n == 0)
+        return peer_lost(t, r,
+                         "closed the data connection during the handshake (a different "
+                         "job on that port, or the rank exited?)");
+    if (n < 0)
+        return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                   ? 0
+                   : peer_lost(t, r, strerror(errno));
+    p->hs_got += (size_t)n;
+    if (p->hs_got < want)
+        return 1;
+    hvd_status_t st;
+    if (p->state == PEER_CHALLENGE) {
+        memset(&p->hello, 0, sizeof p->hello);
+        st = hvd__frame_challenge_decode(p->hs, p->hello.nonce_a);
+        if (st != HVD_OK)
+            return hvd__error_wrap(HVD_ERR_PROTOCOL, "rank %d (%s:%d)", r, t->addrs[r].addr,
+                                   t->addrs[r].port);
+        p->hello.from = (uint32_t)t->base.rank;
+        p->hello.to = (uint32_t)r;
+        p->hello.generation = t->generation;
+        if (getrandom(p->hello.nonce_c, HVD_NONCE_LEN, 0) != HVD_NONCE_LEN)
+            return hvd__error_set(HVD_ERR_IO, "getrandom failed");
+        uint8_t hello[HVD_HELLO_LEN];
+        st = hvd__frame_hello_encode(hello, &p->hello, &t->secret);
+        if (st != HVD_OK)
+            return st;
+        if (send(p->fd, hello, sizeof hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof hello)
+            return peer_lost(t, r, "closed the data connection during the handshake");
+        p->state = PEER_WELCOME;
+        p->hs_got = 0;
+        return 1;
+    }
+    st = hvd__frame_welcome_check(p->hs, &p->hello, &t->secret);
+    if (st != HVD_OK)
+        return hvd__error_wrap(HVD_ERR_AUTH, "rank %d (%s:%d)", r, t->addrs[r].addr,
+                               t->addrs[r].port);
+    p->stage = malloc(STAGE_SIZE);
+    if (!p->stage)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a connection buffer");
+    p->state = PEER_READY;
+    HVD_LOG_D("rank %d: connected to rank %d", t->base.rank, r);
+    return 1;
+}
+
+static hvd_status_t start_connection(tcp_t *t, int r) {
+    peer_t *p = &t->peers[r];
+    if (r < t->base.rank) {
+        p->state = PEER_AWAIT;
+        return HVD_OK;
+    }
+    hvd_status_t st = hvd__socket_connect_start(t->addrs[r].addr, t->addrs[r].port, &p->fd);
+    if (st != HVD_OK) {
+        char name[128];
+        return hvd__error_wrap(st, "connecting to %s", peer_name(t, r, name, sizeof name));
+    }
+    epoll_add(t, p->fd);
+    p->state = PEER_CONNECTING;
+    return HVD_OK;
+}
+
+/* ---- moving frames ------------------------------------------------------------------- */
+
+static size_t xfer_payload_len(const hvd_xfer_t *x) {
+    size_t n = 0;
+    for (int i = 0; i < x->iovcnt; i++)
+        n += x->iov[i].iov_len;
+    return n;
+}
+
+/* Returns 1 progressed, 0 would block, or a negative status. */
+static int advance_send(tcp_t *t, int r, hvd_xfer_t *x) {
+    peer_t *p = &t->peers[r];
+    size_t plen = xfer_payload_len(x);
+    if (x->pos == 0)
+        hvd__frame_header_encode(p->shdr, HVD_FRAME_DATA, plen);
+    struct iovec iov[1 + HVD_XFER_MAX_IOV];
+    int cnt = 0;
+    uint64_t skip = x->pos;
+    if (skip < HVD_FRAME_HEADER_LEN) {
+        iov[cnt].iov_base = p->shdr + skip;
+        iov[cnt++].iov_len = HVD_FRAME_HEADER_LEN - skip;
+        skip = 0;
+    } else {
+        skip -= HVD_FRAME_HEADER_LEN;
+    }
+    for (int i = 0; i < x->iovcnt; i++) {
+        size_t l = x->iov[i].iov_len;
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        iov[cnt].iov_base = (char *)x->iov[i].iov_base + skip;
+        iov[cnt++].iov_len = l - skip;
+        skip = 0;
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+    ssize_t n = sendmsg(p->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return 0;
+        char what[160];
+        snprintf(what, sizeof what,
+                 "closed the data connection while this rank was sending "
+                 "to it (%s): the process exited or was killed",
+                 strerror(errno));
+        return peer_lost(t, r, what);
+    }
+    x->pos += (uint64_t)n;
+    p->send_mid_frame = x->pos < HVD_FRAME_HEADER_LEN + plen;
+    if (!p->send_mid_frame)
+        x->done = 1;
+    return 1;
+}
+
+/* recv() into the staging buffer. Returns 1 got bytes, 0 would block, negative on error. */
+static int fill_stage(tcp_t *t, int r) {
+    peer_t *p = &t->peers[r];
+    p->stage_pos = p->stage_end = 0;
+    ssize_t n = recv(p->fd, p->stage, STAGE_SIZE, MSG_DONTWAIT);
+    if (n > 0) {
+        p->stage_end = (size_t)n;
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    char what[160];
+    if (n == 0)
+        snprintf(what, sizeof what,
+                 "closed the data connection: the process exited or was "
+                 "killed");
+    else
+        snprintf(what, sizeof what, "lost the data connection: %s", strerror(errno));
+    return peer_lost(t, r, what);
+}
+
+/* Where payload byte off of x goes: a pointer and how many contiguous bytes, or NULL when
+ * off is beyond the receive regions (the excess of a longer frame is discarded). */
+static uint8_t *recv_dst(hvd_xfer_t *x, uint64_t off, size_t *room_p) {
+    for (int i = 0; i < x->iovcnt; i++) {
+        if (off < x->iov[i].iov_len) {
+            *room_p = x->iov[i].iov_len - off;
+            return (uint8_t *)x->iov[i].iov_base + off;
+        }
+        off -= x->iov[i].iov_len;
+    }
+    *room_p = 0;
+    return NULL;
+}
+
+/* An ABORT frame from a peer: adopt its cause as ours. */
+static hvd_status_t take_abort(tcp_t *t, int r, const uint8_t *payload, size_t len) {
+    hvd_status_t st = HVD_ERR_PEER_LOST;
+    if (len >= 4) {
+        st = (hvd_status_t)(payload[0] | (payload[1] << 8) | (payload[2] << 16) |
+                            ((uint32_t)payload[3] << 24));
+        if (st >= 0)
+            st = HVD_ERR_PROTOCOL;
+    }
+    int mlen = len > 4 ? (int)(len - 4) : 0;
+    return hvd__error_set(st, "rank %d (host %s) failed first: %.*s", r, t->addrs[r].host, mlen,
+                          (const char *)payload + 4);
+}
+
+static int advance_recv(tcp_t *t, int r, hvd_xfer_t *x) {
+    peer_t *p = &t->peers[r];
+    int progressed = 0;
+    for (;;) {
+        size_t avail = p->stage_end - p->stage_pos;
+        if (!p->in_frame) {
+            if (avail == 0) {
+                int got = fill_stage(t, r);
+                if (got <= 0)
+                    return got < 0 ? got : progressed;
+                progressed = 1;
+                continue;
+            }
+            size_t take = HVD_FRAME_HEADER_LEN - p->hdr_got;
+            if (take > avail)
+                take = avail;
+            memcpy(p->hdr + p->hdr_got, p->stage + p->stage_pos, take);
+            p->stage_pos += take;
+            p->hdr_got += take;
+            progressed = 1;
+            if (p->hdr_got < HVD_FRAME_HEADER_LEN)
+                continue;
+            hvd_status_t st = hvd__frame_header_decode(p->hdr, &p->frame_kind, &p->frame_len);
+            if (st != HVD_OK)
+                return hvd__error_wrap(st, "from rank %d (host %s)", r, t->addrs[r].host);
+            if (p->frame_kind == HVD_FRAME_ABORT && p->frame_len > HVD_FRAME_ABORT_MAX)
+                return hvd__error_set(HVD_ERR_PROTOCOL, "rank %d sent an oversized ABORT", r);
+            p->in_frame = 1;
+            p->frame_got = 0;
+            p->hdr_got = 0;
+            x->frame_len = p->frame_len;
+            continue; /* avail changed */
+        }
+        if (p->frame_kind == HVD_FRAME_ABORT) {
+            /* Small and bounded: wait until all of it is staged, then report it. */
+            if (avail >= p->frame_len)
+                return take_abort(t, r, p->stage + p->stage_pos, (size_t)p->frame_len);
+            if (p->stage_pos > 0) {
+                memmove(p->stage, p->stage + p->stage_pos, avail);
+                p->stage_end = avail;
+                p->stage_pos = 0;
+            }
+            ssize_t n =
+                recv(p->fd, p->stage + p->stage_end, STAGE_SIZE - p->stage_end, MSG_DONTWAIT);
+            if (n > 0) {
+                p->stage_end += (size_t)n;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                return progressed;
+            return take_abort(t, r, p->stage + p->stage_pos, avail);
+        }
+        uint64_t left = p->frame_len - p->frame_got;
+        if (left == 0) {
+            p->in_frame = 0;
+            x->done = 1;
+            return 1;
+        }
+        size_t room;
+        uint8_t *dst = recv_dst(x, p->frame_got, &room);
+        if (avail > 0) {
+            size_t take = avail < left ? avail : (size_t)left;
+            if (dst) {
+                if (take > room)
+                    take = room;
+                memcpy(dst, p->stage + p->stage_pos, take);
+            } else if (take > avail) {
+                take = avail;
+            }
+            p->stage_pos += take;
+            p->frame_got += take;
+            progressed = 1;
+            continue;
+        }
+        if (dst && left >= DIRECT_MIN && room >= DIRECT_MIN) {
+            size_t want = room < left ? room : (size_t)left;
+            ssize_t n = recv(p->fd, dst, want, MSG_DONTWAIT);
+            if (n > 0) {
+                p->frame_got += (uint64_t)n;
+                progressed = 1;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                return progressed;
+            /* fall through to fill_stage for the error report */
+        }
+        int got = fill_stage(t, r);
+        if (got <= 0)
+            return got < 0 ? got : progressed;
+        progressed = 1;
+    }
+}
+
+/* ---- the exchange loop ---------------------------------------------------------------- */
+
+static void describe_waits(tcp_t *t, hvd_xfer_t *xfers, char *out, size_t out_size) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int r = 0; r < t->base.size && n < out_size; r++) {
+        peer_t *p = &t->peers[r];
+        if (!p->active)
+            continue;
+        char name[128];
+        peer_name(t, r, name, sizeof name);
+        const char *what = NULL;
+        char buf[200];
+        if (p->state == PEER_AWAIT)
+            what = "to connect to this rank";
+        else if (p->state != PEER_READY)
+            what = "to complete the connection handshake";
+        else if (p->recv_head != NONE) {
+            hvd_xfer_t *x = &xfers[p->recv_head];
+            snprintf(buf, sizeof buf, "to send data (%llu of %llu bytes of the frame received)",
+                     (unsigned long long)(p->in_frame ? p->frame_got : 0),
+                     (unsigned long long)(p->in_frame ? p->frame_len : xfer_payload_len(x)));
+            what = buf;
+        } else if (p->send_head != NONE) {
+            what = "to read the data this rank is sending";
+        }
+        if (!what)
+            continue;
+        int w = snprintf(out + n, out_size - n, "%s%s %s", n ? "; " : "", name, what);
+        if (w > 0)
+            n += (size_t)w;
+    }
+}
+
+static int ensure_scratch(tcp_t *t, size_t n) {
+    if (n <= t->next_cap)
+        return 0;
+    size_t *nx = realloc(t->next, n * sizeof *nx);
+    if (!nx)
+        return -1;
+    t->next = nx;
+    t->next_cap = n;
+    return 0;
+}
+
+static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_t n,
+                                 const char *what) {
+    tcp_t *t = (tcp_t *)base;
+    if (t->poison != HVD_OK)
+        return tcp_health(base);
+    if (ensure_scratch(t, n) != 0)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    /* Build the per-peer queues (array order) and start missing connections. */
+    int nactive = 0;
+    hvd_status_t st = HVD_OK;
+    for (size_t i = n; i-- > 0;) {
+        hvd_xfer_t *x = &xfers[i];
+        if (x->peer < 0 || x->peer >= base->size || x->peer == base->rank) {
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: transfer to invalid peer %d", what,
+                                  x->peer);
+        }
+        x->done = 0;
+        x->pos = 0;
+        x->frame_len = 0;
+        peer_t *p = &t->peers[x->peer];
+        if (!p->active) {
+            p->active = 1;
+            p->send_head = p->recv_head = NONE;
+            t->active[nactive++] = x->peer;
+        }
+        size_t *head = x->is_send ? &p->send_head : &p->recv_head;
+        t->next[i] = *head;
+        *head = i;
+    }
+    for (int k = 0; k < nactive; k++) {
+        int r = t->active[k];
+        if (t->peers[r].state == PEER_NONE && (st = start_connection(t, r)) != HVD_OK)
+            goto fail;
+    }
+    size_t remaining = n;
+    int64_t last_progress = hvd__clock_now_us();
+    int64_t idle_limit_us = (int64_t)t->timeout_ms * 1000;
+    while (remaining > 0) {
+        int progressed = 0;
+        if (t->npending > 0)
+            progressed |= step_pending(t);
+        for (int k = 0; k < nactive; k++) {
+            int r = t->active[k];
+            peer_t *p = &t->peers[r];
+            if (p->state == PEER_AWAIT) {
+                accept_all(t);
+                progressed |= step_pending(t);
+                if (p->state != PEER_READY)
+                    continue;
+            }
+            while (p->state == PEER_CONNECTING || p->state == PEER_CHALLENGE ||
+                   p->state == PEER_WELCOME) {
+                int rc = step_connect(t, r);
+                if (rc < 0) {
+                    st = rc;
+                    goto fail;
+                }
+                if (rc == 0)
+                    break;
+                progressed = 1;
+            }
+            if (p->state != PEER_READY)
+                continue;
+            while (p->send_head != NONE) {
+                hvd_xfer_t *x = &xfers[p->send_head];
+                if (x->after && !x->after->done)
+                    break;
+                int rc = advance_send(t, r, x);
+                if (rc < 0) {
+                    st = rc;
+                    goto fail;
+                }
+                if (rc == 0)
+                    break;
+                progressed = 1;
+                if (!x->done)
+                    break;
+                p->send_head = t->next[p->send_head];
+                remaining--;
+                if (x->on_done && (st = x->on_done(x)) != HVD_OK)
+                    goto fail;
+            }
+            while (p->recv_head != NONE) {
+                hvd_xfer_t *x = &xfers[p->recv_head];
+                int rc = advance_recv(t, r, x);
+                if (rc < 0) {
+                    st = rc;
+                    goto fail;
+                }
+                if (rc == 0)
+                    break;
+                progressed = 1;
+                if (!x->done)
+                    break;
+                p->recv_head = t->next[p->recv_head];
+                remaining--;
+                if (x->on_done && (st = x->on_done(x)) != HVD_OK)
+                    goto fail;
+            }
+        }
+        if (remaining == 0)
+            break;
+        int64_t now = hvd__clock_now_us();
+        if (progressed) {
+            last_progress = now;
+            continue;
+        }
+        int64_t idle = now - last_progress;
+        if (idle >= idle_limit_us) {
+            char waits[768];
+            describe_waits(t, xfers, waits, sizeof waits);
+            st = hvd__error_set(HVD_ERR_TIMEOUT,
+                                "%s: no progress for %d s (HOROVOD_GLOO_TIMEOUT_SECONDS) waiting "
+                                "for %s",
+                                what, t->timeout_ms / 1000, waits);
+            goto fail;
+        }
+        if (idle < t->busy_poll_us) {
+            if (t->yield_when_idle)
+                sched_yield();
+            continue;
+        }
+        /* Nothing moved for the whole busy-poll budget: sleep until a socket changes. Every
+         * socket was tried since its last event, so edge-triggered epoll cannot miss one. */
+        accept_all(t);
+        struct epoll_event ev[32];
+        int64_t left_ms = (idle_limit_us - idle) / 1000 + 1;
+        int rc = epoll_wait(t->epfd, ev, 32, left_ms > 1000 ? 1000 : (int)left_ms);
+        (void)rc;
+    }
+    for (int k = 0; k < nactive; k++)
+        t->peers[t->active[k]].active = 0;
+    return HVD_OK;
+
+fail:
+    for (int k = 0; k < nactive; k++)
+        t->peers[t->active[k]].active = 0;
+    if (st == HVD_OK)
+        st = HVD_ERR_IO;
+    {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "rank %d: %s", base->rank, hvd_last_error());
+        /* A peer's ABORT already names the first failing rank; pass its words on as they are. */
+        const char *cause = strstr(hvd_last_error(), "failed first: ") ? hvd_last_error() : msg;
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s", cause);
+        tcp_abort(base, st, copy);
+    }
+    return hvd__error_wrap(st, "%s", what);
+}
+
+static void tcp_destroy(hvd_transport_t *base) {
+    tcp_t *t = (tcp_t *)base;
+    if (!t)
+        return;
+    for (int r = 0; r < base->size; r++)
+        peer_reset(t, &t->peers[r]);
+    for (int i = 0; i < t->npending; i++)
+        close(t->pending[i].fd);
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    hvd__secret_wipe(&t->secret);
+    free(t->peers);
+    free(t->addrs);
+    free(t->next);
+    free(t->active);
+    free(t);
+}
+
+static const hvd_transport_ops_t TCP_OPS = {
+    .name = "tcp",
+    .exchange = tcp_exchange,
+    .abort = tcp_abort,
+    .health = tcp_health,
+    .destroy = tcp_destroy,
+};
+
+hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p) {
+    tcp_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        close(cfg->listen_fd);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory creating the tcp transport");
+    }
+    t->base.ops = &TCP_OPS;
+    t->base.rank = cfg->rank;
+    t->base.size = cfg->size;
+    t->listen_fd = cfg->listen_fd;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    t->secret = *cfg->secret;
+    t->generation = cfg->generation;
+    t->timeout_ms = cfg->timeout_ms;
+    t->busy_poll_us = cfg->busy_poll_us;
+    t->yield_when_idle = cfg->yield_when_idle;
+    t->addrs = calloc((size_t)cfg->size, sizeof *t->addrs);
+    t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
+    t->active = calloc((size_t)cfg->size, sizeof *t->active);
+    if (t->epfd < 0 || !t->addrs || !t->peers || !t->active) {
+        tcp_destroy(&t->base);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
+    }
+    memcpy(t->addrs, cfg->peers, (size_t)cfg->size * sizeof *t->addrs);
+    for (int r = 0; r < cfg->size; r++) {
+        t->peers[r].fd = -1;
+        t->peers[r].send_head = t->peers[r].recv_head = NONE;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = t->listen_fd};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->listen_fd, &ev);
+    *t_p = &t->base;
+    return HVD_OK;
+}

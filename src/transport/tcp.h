@@ -1,0 +1,31 @@
+/* The TCP transport: one connection per pair of ranks that talk, made on first use (the
+ * lower rank connects, the higher accepts; both authenticate with the job secret, see
+ * wire/frame.h), non-blocking sockets progressed by the calling thread, which busy-polls
+ * for busy_poll_us before it sleeps in epoll_wait, and an idle deadline on every wait. */
+#ifndef HVD_TRANSPORT_TCP_H
+#define HVD_TRANSPORT_TCP_H
+
+#include "crypto/secret.h"
+#include "transport/transport.h"
+
+typedef struct {
+    char host[64]; /* the peer's host name, for messages */
+    char addr[16]; /* dotted IPv4 of its data-plane listener */
+    int port;
+} hvd_tcp_peer_addr_t;
+
+typedef struct {
+    int rank, size;
+    const hvd_tcp_peer_addr_t *peers; /* size entries, copied */
+    int listen_fd;                    /* this rank's listener; the transport owns it */
+    const hvd_secret_t *secret;       /* copied */
+    uint32_t generation;              /* hvd_init generation: connections never cross it */
+    int timeout_ms;                   /* idle deadline of every wait */
+    int busy_poll_us;                 /* 0: never busy-poll */
+    int yield_when_idle;              /* sched_yield while busy-polling (more ranks than cores) */
+} hvd_tcp_config_t;
+
+/* Create the transport. On failure listen_fd is closed. */
+hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p);
+
+#endif

@@ -1,0 +1,77 @@
+/* The transport ops table: how the collectives move bytes between ranks.
+ *
+ * A collective describes one phase of its algorithm as an array of transfers (sends and
+ * receives, each to or from one peer) and hands the whole array to exchange(), which
+ * progresses all of them at once on the calling thread and returns when every one is done or
+ * the first error occurs. Transfers to the same peer in the same direction run in array
+ * order; a send may also wait for another transfer (after), which is how a ring pipelines:
+ * the send of a chunk in step s+1 waits for the receive of that chunk in step s, whose
+ * on_done callback has reduced it. The caller's thread never sleeps while progress is
+ * possible (the tcp transport busy-polls before it blocks in the kernel).
+ *
+ * Every send is one frame on the wire: a fixed header carrying the payload length, then the
+ * payload. A receive names where the payload goes (up to two regions) and learns the
+ * length the sender actually sent: a longer frame fills the regions and the rest is
+ * discarded, a shorter one fills what it has. Ranks that disagree on sizes therefore stay in
+ * step, and the collective layer, which exchanges signatures first, reports a mismatch
+ * instead of hanging or corrupting memory.
+ *
+ * Once an exchange fails (a peer lost, a deadline passed, a protocol violation) the
+ * transport is poisoned: it tells its connected peers the cause, closes its connections and
+ * fails every later exchange with the same first cause, so a failure on one rank reaches
+ * every rank. */
+#ifndef HVD_TRANSPORT_TRANSPORT_H
+#define HVD_TRANSPORT_TRANSPORT_H
+
+#include <hvd/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define HVD_XFER_MAX_IOV 2
+
+typedef struct hvd_xfer hvd_xfer_t;
+
+/* Called on the exchanging thread when a transfer completes, before transfers that wait
+ * for it may start. A non-OK status aborts the exchange with it. */
+typedef hvd_status_t (*hvd_xfer_done_fn)(hvd_xfer_t *x);
+
+struct hvd_xfer {
+    /* set by the caller */
+    int peer;    /* global rank */
+    int is_send; /* 1 send, 0 receive */
+    struct iovec iov[HVD_XFER_MAX_IOV];
+    int iovcnt;               /* 0..HVD_XFER_MAX_IOV */
+    hvd_xfer_t *after;        /* sends only: start once this transfer is done (or NULL) */
+    hvd_xfer_done_fn on_done; /* or NULL */
+    void *arg;                /* for on_done */
+    /* set by the transport */
+    uint64_t frame_len; /* receives: payload length the sender sent */
+    int done;
+    /* transport-private progress state */
+    uint64_t pos; /* bytes of header+payload handled */
+};
+
+typedef struct hvd_transport hvd_transport_t;
+
+typedef struct {
+    const char *name;
+    /* Progress xfers[0..n) to completion. The idle deadline (milliseconds without any
+     * progress) bounds every wait; its error names the peers being waited for. what names
+     * the collective for error messages ("allreduce #12 of 4096 float32"). */
+    hvd_status_t (*exchange)(hvd_transport_t *t, hvd_xfer_t *xfers, size_t n, const char *what);
+    /* Poison the transport with status and message (the first cause wins) and tell the
+     * connected peers. Idempotent. */
+    void (*abort)(hvd_transport_t *t, hvd_status_t status, const char *message);
+    /* HVD_OK, or the first cause once poisoned (copied to hvd_last_error). */
+    hvd_status_t (*health)(hvd_transport_t *t);
+    void (*destroy)(hvd_transport_t *t);
+} hvd_transport_ops_t;
+
+struct hvd_transport {
+    const hvd_transport_ops_t *ops;
+    int rank, size; /* global */
+};
+
+#endif
