@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Install every Debian package hvd needs to build, test and run. Idempotent, and fast when
 # everything is already there: it asks apt only for what is missing.
+#
+#   scripts/install-deps.sh           what the build and the test suite need (CI runs this)
+#   scripts/install-deps.sh --bench   also the peers tools/compare_allreduce.sh measures
+#                                     against: Open MPI and PyTorch (gloo); large, not for CI
 set -euo pipefail
 
 packages=(
@@ -12,7 +16,14 @@ packages=(
   libyaml-dev                        # horovodrun --config-file
   libcmocka-dev                      # unit tests
   procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
+  iproute2                           # ss (find a worker's data port) and ip netns
 )
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(openmpi-bin libopenmpi-dev python3-torch)
+elif [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--bench]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Allreduce latency of hvd, Open MPI over TCP and PyTorch gloo, side by side, on this host.
+# Each peer sums float32 buffers of the same sizes and reports, per size, the median
+# per-iteration time (the largest of the ranks' medians) and how many result elements were
+# wrong. A benchmark, not a test: a missing peer is reported and skipped, not an error.
+#
+# Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4"] [--only hvd,mpi,gloo]
+#          [-b MIN -e MAX -f FACTOR | --sizes "8 1M 64M"] [-n ITERS] [-w WARMUP]
+#          [--out DIR] [--timeout SECS]
+# Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); mpirun and mpicc
+# (apt-get install openmpi-bin libopenmpi-dev); torch for /usr/bin/python3 (python3-torch).
+# Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${here%/tools}/build nps="2 4" only=hvd,mpi,gloo out="" timeout_s=600
+iters=200 warmup=10
+# The anchors people quote (8 B latency, 1 MiB, 64 MiB bandwidth) must be in the default list,
+# and no single factor from 8 B reaches both 1 MiB and 64 MiB, so the default is a list.
+size_list="8 64 512 4K 32K 256K 1M 4M 16M 64M"
+gb="" ge="" gf=""
+python=${GLOO_PYTHON:-/usr/bin/python3} # Debian's, where python3-torch lives
+
+die() { echo "compare_allreduce: $*" >&2; exit 2; }
+usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
+
+while (($#)); do
+  case $1 in
+    --build) build=${2:?}; shift ;;
+    --np) nps=${2:?}; shift ;;
+    --only) only=${2:?}; shift ;;
+    --sizes) size_list=${2:?}; shift ;;
+    --out) out=${2:?}; shift ;;
+    --timeout) timeout_s=${2:?}; shift ;;
+    -b) gb=${2:?}; shift ;;
+    -e) ge=${2:?}; shift ;;
+    -f) gf=${2:?}; shift ;;
+    -n) iters=${2:?}; shift ;;
+    -w) warmup=${2:?}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+bytes() { # 4K -> 4096 (K/M/G are powers of 1024)
+  local v=$1 m=1
+  case $v in
+    *[kK]) m=1024 v=${v%?} ;;
+    *[mM]) m=1048576 v=${v%?} ;;
+    *[gG]) m=1073741824 v=${v%?} ;;
+  esac
+  if [[ ! $v =~ ^[0-9]+$ ]] || ((10#$v == 0)); then die "bad size: $1"; fi
+  echo $((10#$v * m))
+}
+human() { # 4096 -> 4K, for the table
+  local b=$1
+  if ((b >= 1048576 && b % 1048576 == 0)); then echo "$((b / 1048576))M"
+  elif ((b >= 1024 && b % 1024 == 0)); then echo "$((b / 1024))K"
+  else echo "$b"; fi
+}
+
+[[ $iters =~ ^[1-9][0-9]*$ && $warmup =~ ^[0-9]+$ ]] || die "-n must be >= 1 and -w >= 0"
+[[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "bad --timeout: $timeout_s"
+for n in $nps; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "bad --np entry: $n"; done
+sizes=()
+if [[ -n $gb$ge$gf ]]; then # a geometric series, as the nccl-tests style tools take it
+  b=$(bytes "${gb:-8}") e=$(bytes "${ge:-64M}") f=${gf:-8}
+  if [[ ! $f =~ ^[0-9]+$ ]] || ((10#$f < 2 || e < b)); then die "need -f >= 2 and -b <= -e"; fi
+  for ((s = b; s <= e; s *= f)); do sizes+=("$s"); done
+else
+  for s in $size_list; do sizes+=("$(bytes "$s")"); done
+fi
+((${#sizes[@]})) || die "no sizes"
+
+# Big buffers take long per call: keep -n/-w for sizes up to 256 KiB and scale them down with
+# the size beyond (to at least 5 iterations and 1 warm-up), so the default run takes minutes.
+scaled() { # count floor size -> count for this size, never above count
+  local n=$(($1 * 262144 / $3))
+  if ((n < $2)); then n=$2; fi
+  if ((n > $1)); then n=$1; fi
+  echo "$n"
+}
+iters_for() { scaled "$iters" 5 "$1"; }
+warmup_for() { scaled "$warmup" 1 "$1"; }
+
+# One launch per run of sizes that share counts and form a geometric series, since every
+# peer takes -b/-e/-f; launches cost seconds (torch import), so fewer is better.
+plan=()
+for ((i = 0; i < ${#sizes[@]};)); do
+  s=${sizes[i]} n=$(iters_for "${sizes[i]}") w=$(warmup_for "${sizes[i]}")
+  e=$s f=2 j=$((i + 1))
+  if ((j < ${#sizes[@]})) && [[ $(iters_for "${sizes[j]}") == "$n" && $(warmup_for "${sizes[j]}") == "$w" ]] &&
+    ((sizes[j] > s && sizes[j] % s == 0)); then
+    f=$((sizes[j] / s))
+    while ((j < ${#sizes[@]} && sizes[j] == e * f)) &&
+      [[ $(iters_for "${sizes[j]}") == "$n" && $(warmup_for "${sizes[j]}") == "$w" ]]; do
+      e=${sizes[j]} j=$((j + 1))
+    done
+  fi
+  plan+=("$s $e $f $n $w")
+  i=$j
+done
+
+if [[ -z $out ]]; then out=$(mktemp -d /tmp/compare_allreduce.XXXXXX); else mkdir -p "$out"; fi
+tmp=$(mktemp -d) # the mpicc build; results go to $out, which stays
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- which peers can run, and why not ----
+declare -A why=() # peer -> reason it is skipped
+for p in hvd mpi gloo; do [[ ,$only, == *,$p,* ]] || why[$p]="not selected (--only $only)"; done
+if [[ -z ${why[hvd]:-} ]]; then
+  if [[ ! -x $build/horovodrun ]]; then why[hvd]="skipped: $build/horovodrun not found (cmake -S . -B $build && cmake --build $build, or --build DIR)"
+  elif [[ ! -x $build/tools/hvd_allreduce_perf ]]; then why[hvd]="skipped: $build/tools/hvd_allreduce_perf not built yet"
+  fi
+fi
+if [[ -z ${why[mpi]:-} ]]; then
+  if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+    why[mpi]="n/a (mpirun or mpicc not found; install openmpi-bin libopenmpi-dev)"
+  elif ! mpicc -O2 -o "$tmp/mpi_allreduce_bench" "$here/bench/mpi_allreduce_bench.c" 2>"$out/mpicc.err"; then
+    why[mpi]="n/a (mpicc failed, see $out/mpicc.err)"
+  fi
+fi
+if [[ -z ${why[gloo]:-} ]]; then
+  if ! command -v "$python" >/dev/null; then why[gloo]="n/a ($python not found; install python3-torch)"
+  elif ! "$python" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null; then
+    why[gloo]="n/a (torch with gloo not importable by $python; install python3-torch)"
+  fi
+fi
+
+# ---- run ----
+peer_cmd() { # peer np b e f n w -> the command line, one word per line
+  local p=$1 np=$2 b=$3 e=$4 f=$5 n=$6 w=$7
+  case $p in
+    hvd) printf '%s\n' "$build/horovodrun" -np "$np" "$build/tools/hvd_allreduce_perf" \
+      -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" -d float32 -o sum -c 1 ;;
+    # pml ob1 + btl tcp,self: Open MPI's shared-memory path (vader) is off, so this is MPI
+    # over loopback TCP, the same wire hvd's tcp transport uses; without --mca pml ob1 a
+    # build with UCX would pick UCX and skip the BTLs altogether.
+    mpi) printf '%s\n' mpirun --allow-run-as-root --oversubscribe --mca pml ob1 \
+      --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np "$np" \
+      "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+    gloo) printf '%s\n' "$python" "$here/bench/gloo_allreduce_bench.py" -np "$np" \
+      -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+  esac
+}
+
+# Rows of every peer's output as "size time wrong". horovodrun tags rank output
+# "[r]<stdout>:"; only rank 0 reports, and other ranks' lines must not be parsed as rows.
+parse() { # time_col wrong_col < raw
+  awk -v tc="$1" -v wc="$2" '{
+    line = $0
+    if (match(line, /^\[[0-9]+\]<std(out|err)>:/)) {
+      if (substr(line, 1, RLENGTH) != "[0]<stdout>:") next
+      line = substr(line, RLENGTH + 1)
+    }
+    n = split(line, a, " ")
+    if (n < tc || n < wc || a[1] !~ /^[0-9]+$/ || a[tc] !~ /^[0-9.]+$/ || a[wc] !~ /^[0-9]+$/) next
+    print a[1], a[tc], a[wc]
+  }'
+}
+
+declare -A res=() bad=() # "peer np size" -> "time wrong"; "peer np" -> why the run failed
+status=0
+# The machine's state decides how far these numbers can be trusted: keep it with them.
+{
+  echo "date: $(date -u +%FT%TZ)  host: $(uname -n) $(uname -r)  cores: $(nproc)"
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  if [[ -z ${why[mpi]:-} ]]; then mpirun --version 2>&1 | head -1; fi
+  if [[ -z ${why[gloo]:-} ]]; then "$python" -c 'import torch; print("torch", torch.__version__)' 2>&1; fi
+} >"$out/info.txt"
+echo "raw outputs: $out"
+echo "cores: $(nproc), load average: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes)"
+for np in $nps; do
+  for p in hvd mpi gloo; do
+    [[ -z ${why[$p]:-} ]] || continue
+    raw=$out/${p}_np$np.txt
+    : >"$raw"
+    for step in "${plan[@]}"; do
+      read -r b e f n w <<<"$step"
+      mapfile -t cmd < <(peer_cmd "$p" "$np" "$b" "$e" "$f" "$n" "$w")
+      echo "# ${cmd[*]}" >>"$raw"
+      printf '  %-4s np=%-2s %6s..%-6s n=%-4s ' "$p" "$np" "$(human "$b")" "$(human "$e")" "$n" >&2
+      start=$SECONDS
+      # timeout signals the whole process group, so ranks a launcher leaves behind go too.
+      if timeout -k 10 "$timeout_s" "${cmd[@]}" >>"$raw" 2>>"$out/${p}_np$np.err"; then
+        echo "$((SECONDS - start))s" >&2
+      else
+        rc=$?
+        if ((rc == 124 || rc == 137)); then rc="timeout ${timeout_s}s"; else rc="exit $rc"; fi
+        echo "FAILED ($rc)" >&2
+        bad["$p $np"]+="$rc on $(human "$b")..$(human "$e"); "
+        status=1
+      fi
+    done
+    case $p in hvd) cols="6 9" ;; *) cols="2 3" ;; esac
+    # shellcheck disable=SC2086 # cols is two words on purpose
+    while read -r s t wr; do res["$p $np $s"]="$t $wr"; done < <(parse $cols <"$raw")
+  done
+done
+
+# ---- one table ----
+cell() { # peer np size -> time, "-", "skipped", "n/a", "FAIL" or the time marked WRONG
+  local r=${res["$1 $2 $3"]:-}
+  if [[ -n ${why[$1]:-} ]]; then
+    case ${why[$1]} in "not selected"*) echo "-" ;; skipped*) echo "skipped" ;; *) echo "n/a" ;; esac
+  elif [[ -z $r ]]; then echo "FAIL"
+  elif [[ ${r#* } != 0 ]]; then echo "${r% *}!WRONG"
+  else echo "${r% *}"; fi
+}
+ratio() { # a b -> a/b when both are plain numbers
+  if [[ $1 =~ ^[0-9.]+$ && $2 =~ ^[0-9.]+$ ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
+  else echo "-"; fi
+}
+echo
+printf '%-3s %6s %13s %13s %13s %8s %8s\n' np size hvd_us mpi_us gloo_us hvd/mpi hvd/gloo
+wrong_list=()
+for np in $nps; do
+  for s in "${sizes[@]}"; do
+    h=$(cell hvd "$np" "$s") m=$(cell mpi "$np" "$s") g=$(cell gloo "$np" "$s")
+    printf '%-3s %6s %13s %13s %13s %8s %8s\n' "$np" "$(human "$s")" "$h" "$m" "$g" \
+      "$(ratio "$h" "$m")" "$(ratio "$h" "$g")"
+    for p in hvd mpi gloo; do
+      r=${res["$p $np $s"]:-}
+      if [[ -n $r && ${r#* } != 0 ]]; then wrong_list+=("$p np=$np size=$s: ${r#* } wrong elements"); fi
+    done
+  done
+done
+echo "(median us per call, slowest rank; ratios > 1: hvd slower)"
+for p in hvd mpi gloo; do [[ -z ${why[$p]:-} ]] || echo "$p: ${why[$p]}"; done
+for k in "${!bad[@]}"; do echo "${k% *} np=${k#* }: FAILED, ${bad[$k]}see $out/${k% *}_np${k#* }.{txt,err}"; done
+if ((${#wrong_list[@]})); then
+  status=1
+  echo "!!! WRONG RESULTS !!!"
+  printf '!!! %s\n' "${wrong_list[@]}"
+fi
+echo "raw outputs: $out"
+exit "$status"
