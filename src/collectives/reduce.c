@@ -34,24 +34,24 @@ hvd_status_t hvd__reduce_check(hvd_dtype_t dtype, hvd_reduce_op_t op) {
 #define PLAIN_MUL(T, U, a, b) ((a) * (b))
 
 #define DEFINE_REDUCE(NAME, T, U, ADD, MUL)                                                        \
-    static void NAME(T *restrict d, const T *restrict s, size_t n, hvd_reduce_op_t op) {           \
+    static void NAME(T *d, const T *a, const T *restrict s, size_t n, hvd_reduce_op_t op) {        \
         switch (op) {                                                                              \
         case HVD_SUM:                                                                              \
         case HVD_AVERAGE:                                                                          \
             for (size_t i = 0; i < n; i++)                                                         \
-                d[i] = ADD(T, U, d[i], s[i]);                                                      \
+                d[i] = ADD(T, U, a[i], s[i]);                                                      \
             break;                                                                                 \
         case HVD_MIN:                                                                              \
             for (size_t i = 0; i < n; i++)                                                         \
-                d[i] = s[i] < d[i] ? s[i] : d[i];                                                  \
+                d[i] = s[i] < a[i] ? s[i] : a[i];                                                  \
             break;                                                                                 \
         case HVD_MAX:                                                                              \
             for (size_t i = 0; i < n; i++)                                                         \
-                d[i] = s[i] > d[i] ? s[i] : d[i];                                                  \
+                d[i] = s[i] > a[i] ? s[i] : a[i];                                                  \
             break;                                                                                 \
         case HVD_PRODUCT:                                                                          \
             for (size_t i = 0; i < n; i++)                                                         \
-                d[i] = MUL(T, U, d[i], s[i]);                                                      \
+                d[i] = MUL(T, U, a[i], s[i]);                                                      \
             break;                                                                                 \
         case HVD_ADASUM:                                                                           \
             break;                                                                                 \
@@ -67,64 +67,69 @@ DEFINE_REDUCE(reduce_i64, int64_t, uint64_t, WRAP_ADD, WRAP_MUL)
 DEFINE_REDUCE(reduce_f32, float, float, PLAIN_ADD, PLAIN_MUL)
 DEFINE_REDUCE(reduce_f64, double, double, PLAIN_ADD, PLAIN_MUL)
 
-static void reduce_bool(uint8_t *restrict d, const uint8_t *restrict s, size_t n,
+static void reduce_bool(uint8_t *d, const uint8_t *a, const uint8_t *restrict s, size_t n,
                         hvd_reduce_op_t op) {
     if (op == HVD_MIN || op == HVD_PRODUCT) {
         for (size_t i = 0; i < n; i++)
-            d[i] = (uint8_t)((d[i] != 0) & (s[i] != 0));
+            d[i] = (uint8_t)((a[i] != 0) & (s[i] != 0));
     } else {
         for (size_t i = 0; i < n; i++)
-            d[i] = (uint8_t)((d[i] != 0) | (s[i] != 0));
+            d[i] = (uint8_t)((a[i] != 0) | (s[i] != 0));
     }
 }
 
 /* Half types in blocks through float32 so the conversions and the float loop vectorise. */
 #define HALF_BLOCK 256
 
-static void reduce_half(uint16_t *d, const uint16_t *s, size_t n, hvd_dtype_t dtype,
-                        hvd_reduce_op_t op) {
+static void reduce_half(uint16_t *d, const uint16_t *x, const uint16_t *s, size_t n,
+                        hvd_dtype_t dtype, hvd_reduce_op_t op) {
     float a[HALF_BLOCK], b[HALF_BLOCK];
     for (size_t off = 0; off < n; off += HALF_BLOCK) {
         size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
-        hvd__half_to_f32(a, d + off, m, dtype);
+        hvd__half_to_f32(a, x + off, m, dtype);
         hvd__half_to_f32(b, s + off, m, dtype);
-        reduce_f32(a, b, m, op);
+        reduce_f32(a, a, b, m, op);
         hvd__f32_to_half(d + off, a, m, dtype);
     }
 }
 
 void hvd__reduce(void *dst, const void *src, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op) {
+    hvd__reduce3(dst, dst, src, n, dtype, op);
+}
+
+void hvd__reduce3(void *dst, const void *a, const void *src, size_t n, hvd_dtype_t dtype,
+                  hvd_reduce_op_t op) {
     switch (dtype) {
     case HVD_UINT8:
-        reduce_u8(dst, src, n, op);
+        reduce_u8(dst, a, src, n, op);
         break;
     case HVD_INT8:
-        reduce_i8(dst, src, n, op);
+        reduce_i8(dst, a, src, n, op);
         break;
     case HVD_UINT16:
-        reduce_u16(dst, src, n, op);
+        reduce_u16(dst, a, src, n, op);
         break;
     case HVD_INT16:
-        reduce_i16(dst, src, n, op);
+        reduce_i16(dst, a, src, n, op);
         break;
     case HVD_INT32:
-        reduce_i32(dst, src, n, op);
+        reduce_i32(dst, a, src, n, op);
         break;
     case HVD_INT64:
-        reduce_i64(dst, src, n, op);
+        reduce_i64(dst, a, src, n, op);
         break;
     case HVD_FLOAT32:
-        reduce_f32(dst, src, n, op);
+        reduce_f32(dst, a, src, n, op);
         break;
     case HVD_FLOAT64:
-        reduce_f64(dst, src, n, op);
+        reduce_f64(dst, a, src, n, op);
         break;
     case HVD_BOOL:
-        reduce_bool(dst, src, n, op);
+        reduce_bool(dst, a, src, n, op);
         break;
     case HVD_FLOAT16:
     case HVD_BFLOAT16:
-        reduce_half(dst, src, n, dtype, op);
+        reduce_half(dst, a, src, n, dtype, op);
         break;
     }
 }
@@ -215,7 +220,7 @@ void hvd__reduce_acc_f32(float *acc, const void *src, size_t n, hvd_dtype_t dtyp
     for (size_t off = 0; off < n; off += HALF_BLOCK) {
         size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
         hvd__half_to_f32(b, (const uint16_t *)src + off, m, dtype);
-        reduce_f32(acc + off, b, m, op);
+        reduce_f32(acc + off, acc + off, b, m, op);
     }
 }
 

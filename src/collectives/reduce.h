@@ -21,6 +21,11 @@ hvd_status_t hvd__reduce_check(hvd_dtype_t dtype, hvd_reduce_op_t op);
  * (finish with hvd__reduce_average). The pair must have passed hvd__reduce_check. */
 void hvd__reduce(void *dst, const void *src, size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op);
 
+/* dst[i] = a[i] op src[i]: the same with a separate first operand (a may be dst; src must
+ * not overlap dst), which saves the copy when the result must not overwrite the input. */
+void hvd__reduce3(void *dst, const void *a, const void *src, size_t count, hvd_dtype_t dtype,
+                  hvd_reduce_op_t op);
+
 /* buf[i] /= n, the last step of AVERAGE (n >= 1). */
 void hvd__reduce_average(void *buf, size_t count, hvd_dtype_t dtype, int n);
 

@@ -34,9 +34,8 @@ static hvd_status_t rs_received(hvd_xfer_t *x) {
                               "ring step %zu: rank %d sent %llu bytes for a chunk of %zu", s,
                               x->peer, (unsigned long long)x->frame_len, n * wsize);
     char *dst = (char *)ring->work + off * wsize;
-    if (ring->first_src)
-        memcpy(dst, (const char *)ring->first_src + off * wsize, n * wsize);
-    hvd__reduce(dst, ring->tmp, n, ring->wdtype, ring->op);
+    const char *mine = ring->first_src ? (const char *)ring->first_src + off * wsize : dst;
+    hvd__reduce3(dst, mine, ring->tmp, n, ring->wdtype, ring->op);
     if ((int)s == p - 2 && ring->finalize)
         ring->finalize(ring, off, n);
     return HVD_OK;
