@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The benchmark tools work as the README documents: hvd_allreduce_perf prints the
+# nccl-tests table with checked results for every mode, fails loudly on bad options, and
+# tools/compare_allreduce.sh produces its table (peers that are not installed are reported
+# as such, not as failures).
+source "$(dirname "$0")/lib.sh"
+PERF="$HVD_BUILD_DIR/tools/hvd_allreduce_perf"
+
+for mode in allreduce allgather broadcast alltoall reducescatter; do
+  out=$("$HVDRUN" -np 3 "$PERF" -m "$mode" -b 4 -e 300K -f 9 -n 3 -w 1 -r 2 2>&1) ||
+    fail "hvd_allreduce_perf -m $mode failed: $out"
+  expect_contains "$mode header" "$out" "#wrong"
+  expect_contains "$mode result" "$out" "Out of bounds values : 0 OK"
+  rows=$(grep -cE '^\[0\]<stdout>: +[0-9]+ +[0-9]+ ' <<<"$out" || true)
+  expect_eq "$mode: one row per size (4, 36, 324, 2916, 26244, 236196 B)" 6 "$rows"
+done
+
+out=$("$HVDRUN" -np 2 "$PERF" -d float16 -o avg -I -b 2 -e 64K -f 32 -n 2 -w 0 2>&1) ||
+  fail "in-place float16 average failed: $out"
+expect_contains "float16 average" "$out" "float16     avg"
+expect_contains "float16 average result" "$out" "0 OK"
+
+if "$PERF" -m nosuchmode >"$TMP/bad" 2>&1; then fail "an unknown mode must fail"; fi
+expect_contains "unknown mode" "$(cat "$TMP/bad")" "unknown mode 'nosuchmode'"
+
+out=$("$HVD_SOURCE_DIR/tools/compare_allreduce.sh" --build "$HVD_BUILD_DIR" --np 2 \
+  --sizes "8 64K" -n 5 -w 1 --out "$TMP/cmp" 2>&1) || fail "compare_allreduce.sh failed: $out"
+expect_contains "comparison table" "$out" "hvd_us"
+line=$(grep -E '^2 +8 ' <<<"$out" || true)
+[[ $line =~ ^2\ +8\ +[0-9]+\.[0-9]+ ]] || fail "no hvd time for 8 B in: $out"
+[[ -s "$TMP/cmp/info.txt" ]] || fail "compare_allreduce.sh wrote no raw outputs"
+echo "PASS"
