@@ -60,6 +60,8 @@ void *hvd__group_scratch(hvd_group_t *g, int slot, size_t bytes) {
 }
 
 hvd_xfer_t *hvd__group_xfers(hvd_group_t *g, size_t n) {
+    if (n == 0)
+        n = 1; /* a group of one has nothing to transfer but still gets an array */
     if (n > g->xfers_cap) {
         hvd_xfer_t *x = realloc(g->xfers, n * sizeof *x);
         if (!x) {
@@ -192,30 +194,57 @@ static hvd_status_t report_mismatch(hvd_group_t *g, const char *what) {
     return hvd__error_set(HVD_ERR_MISMATCH, "%s", msg);
 }
 
-hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
-                              const size_t *offs, void *gathered, void *stage, const char *what) {
+/* Up to this many ranks the agreement is one round in which every rank sends its block to
+ * every other rank directly: p-1 messages each instead of ceil(log2 p) dependent rounds,
+ * which wins on a loaded or oversubscribed host, where each round costs a trip through
+ * the scheduler. */
+#define HVD_AGREE_DIRECT_MAX 8
+
+/* Both fill g->sigbuf and stage in the rotated layout: position k holds group rank
+ * (me + k) mod p; position 0 (this rank's block) is already there. */
+static hvd_status_t direct_round(hvd_group_t *g, uint8_t *st, const size_t *lens,
+                                 const char *what) {
     int p = g->size, me = g->rank;
-    mine->seq = g->seq++;
-    char local_error[1024] = "";
-    if (mine->flags & HVD_SIG_INVALID)
-        snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
-    /* Rotated layout: position k holds the block of group rank (me + k) mod p. */
-    size_t total = 0;
-    uint8_t *st = stage;
-    sig_encode(g->sigbuf, mine);
-    if (lens) {
-        total = lens[me];
-        if (total)
-            memcpy(st, data, total);
+    if (p == 1)
+        return HVD_OK;
+    hvd_xfer_t *x = hvd__group_xfers(g, 2 * (size_t)(p - 1));
+    if (!x)
+        return HVD_ERR_NO_MEMORY;
+    size_t mine = lens ? lens[me] : 0, pos = mine, n = 0;
+    for (int d = 1; d < p; d++) {
+        size_t len = lens ? lens[(me + d) % p] : 0;
+        hvd_xfer_t *snd = &x[n++], *rcv = &x[n++];
+        snd->peer = hvd__group_peer(g, me - d);
+        snd->is_send = 1;
+        snd->iov[0].iov_base = g->sigbuf;
+        snd->iov[0].iov_len = HVD_SIG_LEN;
+        snd->iov[1].iov_base = st;
+        snd->iov[1].iov_len = mine;
+        snd->iovcnt = 2;
+        rcv->peer = hvd__group_peer(g, me + d);
+        rcv->iov[0].iov_base = g->sigbuf + (size_t)d * HVD_SIG_LEN;
+        rcv->iov[0].iov_len = HVD_SIG_LEN;
+        rcv->iov[1].iov_base = st ? st + pos : NULL;
+        rcv->iov[1].iov_len = len;
+        rcv->iovcnt = 2;
+        pos += len;
     }
+    return hvd__group_exchange(g, x, n, what);
+}
+
+/* Bruck: in round i every rank sends what it has gathered to rank - 2^i and receives from
+ * rank + 2^i; ceil(log2 p) rounds. */
+static hvd_status_t bruck_rounds(hvd_group_t *g, uint8_t *st, const size_t *lens,
+                                 const char *what) {
+    int p = g->size, me = g->rank;
+    size_t total = lens ? lens[me] : 0;
     hvd_xfer_t *x = hvd__group_xfers(g, 2);
     if (!x)
         return HVD_ERR_NO_MEMORY;
     for (int d = 1; d < p; d <<= 1) {
         int cnt = d < p - d ? d : p - d;
-        /* bytes of positions [0, d) we hold, and of [d, d + cnt) expected */
-        size_t have = total, want = 0;
-        size_t send_bytes = 0;
+        /* bytes of positions [0, cnt) we send, and of [d, d + cnt) expected */
+        size_t have = total, want = 0, send_bytes = 0;
         if (lens) {
             for (int k = 0; k < cnt; k++)
                 send_bytes += lens[(me + k) % p];
@@ -233,7 +262,7 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
         x[1].peer = hvd__group_peer(g, me + d);
         x[1].iov[0].iov_base = g->sigbuf + (size_t)d * HVD_SIG_LEN;
         x[1].iov[0].iov_len = (size_t)cnt * HVD_SIG_LEN;
-        x[1].iov[1].iov_base = st + have;
+        x[1].iov[1].iov_base = st ? st + have : NULL;
         x[1].iov[1].iov_len = want;
         x[1].iovcnt = 2;
         hvd_status_t s = hvd__group_exchange(g, x, 2, what);
@@ -241,6 +270,25 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
             return s;
         total = have + want;
     }
+    return HVD_OK;
+}
+
+hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
+                              const size_t *offs, void *gathered, void *stage, const char *what) {
+    int p = g->size, me = g->rank;
+    mine->seq = g->seq++;
+    char local_error[1024] = "";
+    if (mine->flags & HVD_SIG_INVALID)
+        snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
+    /* Rotated layout: position k holds the block of group rank (me + k) mod p. */
+    uint8_t *st = stage;
+    sig_encode(g->sigbuf, mine);
+    if (lens && lens[me])
+        memcpy(st, data, lens[me]);
+    hvd_status_t s = p <= HVD_AGREE_DIRECT_MAX ? direct_round(g, st, lens, what)
+                                               : bruck_rounds(g, st, lens, what);
+    if (s != HVD_OK)
+        return s;
     int disagree = 0;
     for (int k = 0; k < p; k++) {
         int r = (me + k) % p;
