@@ -194,44 +194,8 @@ static hvd_status_t report_mismatch(hvd_group_t *g, const char *what) {
     return hvd__error_set(HVD_ERR_MISMATCH, "%s", msg);
 }
 
-/* Up to this many ranks the agreement is one round in which every rank sends its block to
- * every other rank directly: p-1 messages each instead of ceil(log2 p) dependent rounds,
- * which wins on a loaded or oversubscribed host, where each round costs a trip through
- * the scheduler. */
-#define HVD_AGREE_DIRECT_MAX 8
-
-/* Both fill g->sigbuf and stage in the rotated layout: position k holds group rank
+/* Fills g->sigbuf and stage in the rotated layout: position k holds group rank
  * (me + k) mod p; position 0 (this rank's block) is already there. */
-static hvd_status_t direct_round(hvd_group_t *g, uint8_t *st, const size_t *lens,
-                                 const char *what) {
-    int p = g->size, me = g->rank;
-    if (p == 1)
-        return HVD_OK;
-    hvd_xfer_t *x = hvd__group_xfers(g, 2 * (size_t)(p - 1));
-    if (!x)
-        return HVD_ERR_NO_MEMORY;
-    size_t mine = lens ? lens[me] : 0, pos = mine, n = 0;
-    for (int d = 1; d < p; d++) {
-        size_t len = lens ? lens[(me + d) % p] : 0;
-        hvd_xfer_t *snd = &x[n++], *rcv = &x[n++];
-        snd->peer = hvd__group_peer(g, me - d);
-        snd->is_send = 1;
-        snd->iov[0].iov_base = g->sigbuf;
-        snd->iov[0].iov_len = HVD_SIG_LEN;
-        snd->iov[1].iov_base = st;
-        snd->iov[1].iov_len = mine;
-        snd->iovcnt = 2;
-        rcv->peer = hvd__group_peer(g, me + d);
-        rcv->iov[0].iov_base = g->sigbuf + (size_t)d * HVD_SIG_LEN;
-        rcv->iov[0].iov_len = HVD_SIG_LEN;
-        rcv->iov[1].iov_base = st ? st + pos : NULL;
-        rcv->iov[1].iov_len = len;
-        rcv->iovcnt = 2;
-        pos += len;
-    }
-    return hvd__group_exchange(g, x, n, what);
-}
-
 /* Bruck: in round i every rank sends what it has gathered to rank - 2^i and receives from
  * rank + 2^i; ceil(log2 p) rounds. */
 static hvd_status_t bruck_rounds(hvd_group_t *g, uint8_t *st, const size_t *lens,
@@ -285,8 +249,7 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
     sig_encode(g->sigbuf, mine);
     if (lens && lens[me])
         memcpy(st, data, lens[me]);
-    hvd_status_t s = p <= HVD_AGREE_DIRECT_MAX ? direct_round(g, st, lens, what)
-                                               : bruck_rounds(g, st, lens, what);
+    hvd_status_t s = bruck_rounds(g, st, lens, what);
     if (s != HVD_OK)
         return s;
     int disagree = 0;
