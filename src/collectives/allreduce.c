@@ -4,6 +4,7 @@
  * and are rounded once at the end. */
 #include "collectives/coll.h"
 #include "collectives/dtype.h"
+#include "collectives/halving.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 #include "common/error.h"
@@ -141,5 +142,9 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         ring.work = recv;
         ring.first_src = send == recv ? NULL : send;
     }
+    /* Power-of-two groups take fewer, pairwise steps (halving.c); measured at np=4 on 2
+     * cores: 1-16 MiB 10-25 % faster than the ring, 64 MiB 20 % slower. */
+    if ((p & (p - 1)) == 0 && p >= 4 && bytes <= HVD_HALVING_MAX_BYTES)
+        return hvd__halving_run(&ring, count, what);
     return hvd__ring_run(&ring, what);
 }

@@ -46,6 +46,7 @@ struct hvd_xfer {
     hvd_xfer_t *after;        /* sends only: start once this transfer is done (or NULL) */
     hvd_xfer_done_fn on_done; /* or NULL */
     void *arg;                /* for on_done */
+    size_t tag;               /* the caller's, e.g. where a received chunk belongs */
     /* set by the transport */
     uint64_t frame_len; /* receives: payload length the sender sent */
     int done;
