@@ -109,7 +109,8 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
-    if (p == 1 || bytes <= HVD_SMALL_BYTES)
+    size_t small_limit = p <= 4 ? HVD_SMALL_ALLREDUCE_BYTES_UPTO4 : HVD_SMALL_BYTES;
+    if (p == 1 || bytes <= small_limit)
         return small(g, &sig, send, recv, count, dtype, op, prescale, postscale, what);
 
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);

@@ -33,6 +33,7 @@ typedef struct hvd_params {
     char *gloo_iface;
     int gloo_timeout_seconds;
     int busy_poll_us; /* -1: automatic */
+    char *tcp_congestion;
     char *controller;
     char *cpu_operations;
     int elastic;

@@ -291,6 +291,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
             (config.timeout_seconds > 0 ? config.timeout_seconds : p->gloo_timeout_seconds) * 1000,
         .busy_poll_us = busy > 0 ? busy : 0,
         .yield_when_idle = oversubscribed,
+        .congestion = p->tcp_congestion,
     };
     st = hvd__tcp_create(&tc, &c->tp);
     if (st != HVD_OK)

@@ -216,3 +216,9 @@ hvd_status_t hvd__socket_route_addr(const char *host, int port, char *out) {
     freeaddrinfo(ai);
     return st;
 }
+
+int hvd__socket_set_congestion(int fd, const char *name) {
+    if (!name || !*name || strcmp(name, "default") == 0)
+        return 0;
+    return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name));
+}

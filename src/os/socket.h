@@ -35,6 +35,11 @@ hvd_status_t hvd__socket_connect_start(const char *addr, int port, int *fd_p);
  * buffers so a ring step streams without waiting for the reader. */
 void hvd__socket_tune_data(int fd);
 
+/* Use TCP congestion control algorithm name on fd ("default" or empty: leave the system's).
+ * Returns 0, or -1 when the kernel refuses it (not available, or not allowed for this
+ * user: net.ipv4.tcp_allowed_congestion_control); the connection then keeps the default. */
+int hvd__socket_set_congestion(int fd, const char *name);
+
 /* The local IPv4 address this host would use to reach host:port (a name or an address),
  * found by connecting a UDP socket, which sends nothing. Into out[16]. */
 hvd_status_t hvd__socket_route_addr(const char *host, int port, char *out);

@@ -86,6 +86,7 @@ typedef struct {
     hvd_secret_t secret;
     uint32_t generation;
     int timeout_ms, busy_poll_us, yield_when_idle;
+    char congestion[16];
     pending_t pending[MAX_PENDING];
     int npending;
     /* first cause once poisoned */
@@ -221,6 +222,7 @@ static void accept_all(tcp_t *t) {
             continue;
         }
         hvd__socket_tune_data(fd);
+        hvd__socket_set_congestion(fd, t->congestion);
         epoll_add(t, fd);
         t->npending++;
     }
@@ -388,6 +390,9 @@ static hvd_status_t start_connection(tcp_t *t, int r) {
         char name[128];
         return hvd__error_wrap(st, "connecting to %s", peer_name(t, r, name, sizeof name));
     }
+    if (hvd__socket_set_congestion(p->fd, t->congestion) != 0)
+        HVD_LOG_D("rank %d: TCP congestion control '%s' refused; using the system's", t->base.rank,
+                  t->congestion);
     epoll_add(t, p->fd);
     p->state = PEER_CONNECTING;
     return HVD_OK;
@@ -829,6 +834,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->timeout_ms = cfg->timeout_ms;
     t->busy_poll_us = cfg->busy_poll_us;
     t->yield_when_idle = cfg->yield_when_idle;
+    snprintf(t->congestion, sizeof t->congestion, "%s", cfg->congestion ? cfg->congestion : "");
     t->addrs = calloc((size_t)cfg->size, sizeof *t->addrs);
     t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
     t->active = calloc((size_t)cfg->size, sizeof *t->active);

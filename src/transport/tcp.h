@@ -23,6 +23,7 @@ typedef struct {
     int timeout_ms;                   /* idle deadline of every wait */
     int busy_poll_us;                 /* 0: never busy-poll */
     int yield_when_idle;              /* sched_yield while busy-polling (more ranks than cores) */
+    const char *congestion;           /* TCP congestion control, or NULL/"default"; copied */
 } hvd_tcp_config_t;
 
 /* Create the transport. On failure listen_fd is closed. */
