@@ -17,6 +17,7 @@ packages=(
   libcmocka-dev                      # unit tests
   procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
   iproute2                           # ss (find a worker's data port) and ip netns
+  zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev python3-torch)

@@ -1,3 +1,3 @@
-foreach(t env_contract dry_run cli failure signals output rendezvous install faults perf_tools)
+foreach(t env_contract dry_run cli failure signals output rendezvous install faults perf_tools train_example)
   hvd_e2e_test(${t} tests/e2e/test_${t}.sh)
 endforeach()

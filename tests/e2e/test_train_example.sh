@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The training example learns, and the same seed gives the same weights for any rank count:
+# a short run (6000 images, one epoch) at np=1, 2 and 3 must print the progress and test
+# lines, reach a sane accuracy, and agree on the weights digest bit for bit. A missing data
+# directory fails with a message that names it.
+source "$(dirname "$0")/lib.sh"
+TRAIN="$HVD_BUILD_DIR/examples/train_fashion_mnist"
+args=(--epochs 1 --train-limit 6000 --seed 7)
+
+digests=()
+for np in 1 2 3; do
+  out=$("$HVDRUN" -np "$np" "$TRAIN" "${args[@]}" 2>&1) || fail "np=$np training failed: $out"
+  expect_contains "np=$np progress line" "$out" "epoch 1/1: loss "
+  line=$(grep -o 'test accuracy [0-9.]*% .*weights digest [0-9a-f]*' <<<"$out" || true)
+  [[ -n $line ]] || fail "np=$np: no test accuracy line in: $out"
+  acc=$(sed -E 's/test accuracy ([0-9]+)\..*/\1/' <<<"$line")
+  ((acc >= 70)) || fail "np=$np: test accuracy ${acc}% after one short epoch (want >= 70%)"
+  digests+=("${line##* }")
+done
+expect_eq "weights digest np=1 vs np=2" "${digests[0]}" "${digests[1]}"
+expect_eq "weights digest np=1 vs np=3" "${digests[0]}" "${digests[2]}"
+
+if out=$("$TRAIN" --data "$TMP/nowhere" 2>&1); then fail "a missing data directory must fail"; fi
+expect_contains "missing data" "$out" "cannot open $TMP/nowhere/train-images-idx3-ubyte.gz"
+echo "PASS"
