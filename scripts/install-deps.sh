@@ -18,6 +18,7 @@ packages=(
   procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
   iproute2                           # ss (find a worker's data port) and ip netns
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
+  python3                            # tests parse the timeline with Python's json module
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev python3-torch)
