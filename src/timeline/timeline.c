@@ -70,7 +70,7 @@ static void put(hvd_timeline_t *tl, const char *event) {
     tl->events++;
 }
 
-static void putf(hvd_timeline_t *tl, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void putf(hvd_timeline_t *tl, const char *fmt, ...) {
     char event[EVENT_MAX];
     va_list ap;
     va_start(ap, fmt);

@@ -8,3 +8,5 @@ if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
 endif()
 # Data-plane wire codecs: handshake authentication and frame headers.
 hvd_unit_test(frame tests/unit/test_frame.c)
+# Negotiation message codecs (request and response lists of the core).
+hvd_unit_test(negotiate tests/unit/test_negotiate.c)

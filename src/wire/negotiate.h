@@ -1,0 +1,89 @@
+/* The negotiation messages of the core (reference §8.3-8.4): every rank sends the
+ * coordinator a RequestList of the named operations it has ready, the coordinator answers
+ * with a ResponseList of what every rank executes, in that order.
+ *
+ * Encoding (all integers little-endian, doubles as their IEEE-754 bits):
+ *   RequestList  "HVDQ" | version u16 | flags u16 (bit 0: shutdown) | count u32 | requests
+ *   Request      rank i32 | type u8 | dtype u8 | op u8 | ndims u8 | root i32 |
+ *                prescale f64 | postscale f64 | dims i64 x ndims | name_len u16 | name
+ *   ResponseList "HVDP" | version u16 | flags u16 (bit 0: shutdown) | count u32 | responses
+ *   Response     type u8 | dtype u8 | op u8 | reserved u8 | last_joined_rank i32 |
+ *                prescale f64 | postscale f64 | nnames u32 | (name_len u16 | name) x nnames |
+ *                nsizes u32 | sizes i64 x nsizes | error_len u16 | error
+ * Decoders check every length against the bytes that remain before allocating, and the
+ * counts and lengths against the HVD_NEG_* bounds, so a hostile or corrupt message costs at
+ * most its own size in memory. Names are 1..HVD_NEG_NAME_MAX bytes without NUL. */
+#ifndef HVD_WIRE_NEGOTIATE_H
+#define HVD_WIRE_NEGOTIATE_H
+
+#include <hvd/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HVD_NEG_VERSION 1
+#define HVD_NEG_NAME_MAX 1024
+#define HVD_NEG_MAX_DIMS 8
+#define HVD_NEG_ERROR_MAX 4096
+
+/* Request and response types: the reference's values. */
+typedef enum {
+    HVD_REQ_ALLREDUCE = 0,
+    HVD_REQ_ALLGATHER = 1,
+    HVD_REQ_BROADCAST = 2,
+    HVD_REQ_JOIN = 3,
+    HVD_REQ_ADASUM = 4,
+    HVD_REQ_ALLTOALL = 5,
+    HVD_REQ_BARRIER = 6,
+    HVD_REQ_REDUCESCATTER = 7,
+    HVD_RESP_ERROR = 8
+} hvd_req_type_t;
+
+typedef struct {
+    int32_t rank;
+    uint8_t type, dtype, op, ndims;
+    int32_t root;
+    double prescale, postscale;
+    int64_t dims[HVD_NEG_MAX_DIMS];
+    char *name; /* owned, NUL-terminated */
+} hvd_request_t;
+
+typedef struct {
+    hvd_request_t *items;
+    uint32_t count;
+    int shutdown;
+} hvd_request_list_t;
+
+typedef struct {
+    uint8_t type, dtype, op;
+    int32_t last_joined_rank;
+    double prescale, postscale;
+    char **names; /* owned */
+    uint32_t nnames;
+    int64_t *sizes; /* owned */
+    uint32_t nsizes;
+    char *error; /* owned; "" when none */
+} hvd_response_t;
+
+typedef struct {
+    hvd_response_t *items;
+    uint32_t count;
+    int shutdown;
+} hvd_response_list_t;
+
+/* Encode into a malloc'd buffer (*buf_p, *len_p). HVD_ERR_INVALID_ARG when an item breaks
+ * the bounds above (named), HVD_ERR_NO_MEMORY. */
+hvd_status_t hvd__neg_requests_encode(const hvd_request_list_t *l, uint8_t **buf_p, size_t *len_p);
+hvd_status_t hvd__neg_responses_encode(const hvd_response_list_t *l, uint8_t **buf_p,
+                                       size_t *len_p);
+
+/* Decode exactly len bytes. HVD_ERR_PROTOCOL naming what is wrong (truncated, trailing
+ * bytes, bad magic or version, a bound exceeded); *l_p is written only on success and is
+ * released with the matching _fini. */
+hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_request_list_t *l_p);
+hvd_status_t hvd__neg_responses_decode(const uint8_t *buf, size_t len, hvd_response_list_t *l_p);
+
+void hvd__neg_requests_fini(hvd_request_list_t *l);
+void hvd__neg_responses_fini(hvd_response_list_t *l);
+
+#endif
