@@ -1,0 +1,302 @@
+/* The tensor queue (tensor_queue.h): one lock, two hash indexes (by in-flight name, by
+ * handle), a FIFO of entries not yet taken, and a condition variable for waiters that have
+ * nothing to drive themselves. */
+#include "controller/tensor_queue.h"
+
+#include <hvd/hvd.h>
+
+#include "common/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hvd_tq {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;
+    hvd_entry_t **by_name, **by_handle; /* buckets */
+    size_t nbuckets, count, in_flight;
+    hvd_entry_t *new_head, *new_tail;
+    hvd_handle_t next_handle;
+    int shut_down;
+    hvd_status_t shutdown_status;
+    char shutdown_message[512];
+};
+
+static size_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static size_t hash_handle(hvd_handle_t h) {
+    return (size_t)((uint64_t)h * 0x9e3779b97f4a7c15ull >> 16);
+}
+
+hvd_status_t hvd__tq_create(hvd_tq_t **q_p) {
+    hvd_tq_t *q = calloc(1, sizeof *q);
+    if (!q)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the tensor queue");
+    q->nbuckets = 256;
+    q->by_name = calloc(q->nbuckets, sizeof *q->by_name);
+    q->by_handle = calloc(q->nbuckets, sizeof *q->by_handle);
+    if (!q->by_name || !q->by_handle) {
+        free(q->by_name);
+        free(q->by_handle);
+        free(q);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the tensor queue");
+    }
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->done_cv, NULL);
+    q->next_handle = 1;
+    *q_p = q;
+    return HVD_OK;
+}
+
+void hvd__tq_destroy(hvd_tq_t *q) {
+    if (!q)
+        return;
+    for (size_t b = 0; b < q->nbuckets; b++) {
+        for (hvd_entry_t *e = q->by_handle[b], *next; e; e = next) {
+            next = e->chain_handle;
+            free(e->name);
+            free(e);
+        }
+    }
+    free(q->by_name);
+    free(q->by_handle);
+    pthread_cond_destroy(&q->done_cv);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+/* ---- the indexes (locked) ---- */
+
+static hvd_entry_t *find_name(hvd_tq_t *q, const char *name) {
+    for (hvd_entry_t *e = q->by_name[hash_name(name) & (q->nbuckets - 1)]; e; e = e->chain_name)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+static hvd_entry_t *find_handle(hvd_tq_t *q, hvd_handle_t h) {
+    for (hvd_entry_t *e = q->by_handle[hash_handle(h) & (q->nbuckets - 1)]; e; e = e->chain_handle)
+        if (e->handle == h)
+            return e;
+    return NULL;
+}
+
+static void unlink_name(hvd_tq_t *q, hvd_entry_t *e) {
+    hvd_entry_t **pp = &q->by_name[hash_name(e->name) & (q->nbuckets - 1)];
+    while (*pp && *pp != e)
+        pp = &(*pp)->chain_name;
+    if (*pp)
+        *pp = e->chain_name;
+    e->chain_name = NULL;
+}
+
+static void unlink_handle(hvd_tq_t *q, hvd_entry_t *e) {
+    hvd_entry_t **pp = &q->by_handle[hash_handle(e->handle) & (q->nbuckets - 1)];
+    while (*pp && *pp != e)
+        pp = &(*pp)->chain_handle;
+    if (*pp)
+        *pp = e->chain_handle;
+    e->chain_handle = NULL;
+}
+
+/* Double the buckets when the table gets crowded, so lookups stay O(1) for models with
+ * thousands of tensors. On allocation failure the table just stays denser. */
+static void maybe_grow(hvd_tq_t *q) {
+    if (q->count < 2 * q->nbuckets)
+        return;
+    size_t n = 2 * q->nbuckets;
+    hvd_entry_t **bn = calloc(n, sizeof *bn), **bh = calloc(n, sizeof *bh);
+    if (!bn || !bh) {
+        free(bn);
+        free(bh);
+        return;
+    }
+    for (size_t b = 0; b < q->nbuckets; b++) {
+        for (hvd_entry_t *e = q->by_handle[b], *next; e; e = next) {
+            next = e->chain_handle;
+            size_t i = hash_handle(e->handle) & (n - 1);
+            e->chain_handle = bh[i];
+            bh[i] = e;
+        }
+        for (hvd_entry_t *e = q->by_name[b], *next; e; e = next) {
+            next = e->chain_name;
+            size_t i = hash_name(e->name) & (n - 1);
+            e->chain_name = bn[i];
+            bn[i] = e;
+        }
+    }
+    free(q->by_name);
+    free(q->by_handle);
+    q->by_name = bn;
+    q->by_handle = bh;
+    q->nbuckets = n;
+}
+
+/* ---- the operations ---- */
+
+hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *tmpl, hvd_handle_t *handle_p) {
+    hvd_entry_t *e = malloc(sizeof *e);
+    char *name = tmpl->name ? strdup(tmpl->name) : NULL;
+    if (!e || !name) {
+        free(e);
+        free(name);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory enqueueing %s",
+                              tmpl->name ? tmpl->name : "a tensor");
+    }
+    *e = *tmpl;
+    e->name = name;
+    e->done = 0;
+    e->status = HVD_OK;
+    e->error[0] = '\0';
+    e->in_flight = 1;
+    e->waited = 0;
+    e->next_new = e->chain_name = e->chain_handle = NULL;
+    pthread_mutex_lock(&q->lock);
+    hvd_status_t st = HVD_OK;
+    if (q->shut_down)
+        st =
+            hvd__error_set(q->shutdown_status, "%s: cannot enqueue: %s", name, q->shutdown_message);
+    else if (find_name(q, name))
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "a tensor named '%s' is already being processed; wait for it or use "
+                            "another name",
+                            name);
+    if (st != HVD_OK) {
+        pthread_mutex_unlock(&q->lock);
+        free(name);
+        free(e);
+        return st;
+    }
+    maybe_grow(q);
+    e->handle = q->next_handle++;
+    size_t bn = hash_name(name) & (q->nbuckets - 1),
+           bh = hash_handle(e->handle) & (q->nbuckets - 1);
+    e->chain_name = q->by_name[bn];
+    q->by_name[bn] = e;
+    e->chain_handle = q->by_handle[bh];
+    q->by_handle[bh] = e;
+    if (q->new_tail)
+        q->new_tail->next_new = e;
+    else
+        q->new_head = e;
+    q->new_tail = e;
+    q->count++;
+    q->in_flight++;
+    *handle_p = e->handle;
+    pthread_mutex_unlock(&q->lock);
+    return HVD_OK;
+}
+
+size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max) {
+    pthread_mutex_lock(&q->lock);
+    size_t n = 0;
+    while (q->new_head && n < max) {
+        out[n++] = q->new_head;
+        q->new_head = q->new_head->next_new;
+    }
+    if (!q->new_head)
+        q->new_tail = NULL;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}
+
+hvd_entry_t *hvd__tq_find(hvd_tq_t *q, const char *name) {
+    pthread_mutex_lock(&q->lock);
+    hvd_entry_t *e = find_name(q, name);
+    pthread_mutex_unlock(&q->lock);
+    return e;
+}
+
+/* Complete e (locked). */
+static void complete_locked(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message) {
+    if (!e->in_flight)
+        return;
+    e->status = status;
+    snprintf(e->error, sizeof e->error, "%s", message ? message : "");
+    e->in_flight = 0;
+    unlink_name(q, e);
+    q->in_flight--;
+    __atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
+}
+
+void hvd__tq_complete(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message) {
+    pthread_mutex_lock(&q->lock);
+    complete_locked(q, e, status, message);
+    pthread_cond_broadcast(&q->done_cv);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void hvd__tq_fail_all(hvd_tq_t *q, hvd_status_t status, const char *message, int shutdown) {
+    pthread_mutex_lock(&q->lock);
+    for (size_t b = 0; b < q->nbuckets; b++)
+        for (hvd_entry_t *e = q->by_handle[b]; e; e = e->chain_handle)
+            complete_locked(q, e, status, message);
+    q->new_head = q->new_tail = NULL;
+    if (shutdown && !q->shut_down) {
+        q->shut_down = 1;
+        q->shutdown_status = status;
+        snprintf(q->shutdown_message, sizeof q->shutdown_message, "%s", message ? message : "");
+    }
+    pthread_cond_broadcast(&q->done_cv);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int hvd__tq_poll(hvd_tq_t *q, hvd_handle_t h) {
+    pthread_mutex_lock(&q->lock);
+    hvd_entry_t *e = find_handle(q, h);
+    int r = e ? e->done : -1;
+    pthread_mutex_unlock(&q->lock);
+    return r;
+}
+
+hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progress, void *arg) {
+    pthread_mutex_lock(&q->lock);
+    hvd_entry_t *e = find_handle(q, h);
+    int busy = e && e->waited;
+    if (e)
+        e->waited = 1; /* only this thread may release it now */
+    pthread_mutex_unlock(&q->lock);
+    if (!e || busy)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s handle %lld",
+                              e ? "another thread is already waiting for" : "unknown",
+                              (long long)h);
+    /* Drive progress ourselves while the entry is pending: no hand-off to another thread on
+     * the critical path. A progress failure fails everything in flight, this entry too. */
+    while (!__atomic_load_n(&e->done, __ATOMIC_ACQUIRE)) {
+        if (!progress) {
+            pthread_mutex_lock(&q->lock);
+            while (!e->done)
+                pthread_cond_wait(&q->done_cv, &q->lock);
+            pthread_mutex_unlock(&q->lock);
+            break;
+        }
+        hvd_status_t st = progress(arg);
+        if (st != HVD_OK)
+            hvd__tq_fail_all(q, st, hvd_last_error(), 0);
+    }
+    pthread_mutex_lock(&q->lock);
+    hvd_status_t st = e->status;
+    char message[sizeof e->error];
+    memcpy(message, e->error, sizeof message);
+    unlink_handle(q, e);
+    q->count--;
+    pthread_mutex_unlock(&q->lock);
+    free(e->name);
+    free(e);
+    if (st != HVD_OK)
+        return hvd__error_set(st, "%s", message);
+    return HVD_OK;
+}
+
+size_t hvd__tq_in_flight(hvd_tq_t *q) {
+    pthread_mutex_lock(&q->lock);
+    size_t n = q->in_flight;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}

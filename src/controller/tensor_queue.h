@@ -1,0 +1,84 @@
+/* The tensor queue of the core: named operations enqueued by any user thread, taken by the
+ * progress engine, completed with a status, and waited for through handles.
+ *
+ * Life of an entry: hvd__tq_push (PENDING, its name now "in flight": a second push of the
+ * same name fails until it completes) -> hvd__tq_take (handed to negotiation, still in
+ * flight) -> hvd__tq_complete (DONE with a status; the name is free again) -> hvd__tq_wait
+ * or a successful hvd__tq_poll + hvd__tq_release (the handle is gone).
+ *
+ * Waiting never sleeps while there is work it can do itself: hvd__tq_wait calls the
+ * caller's progress function (the engine, which moves the data on the waiting thread) and
+ * only blocks on a condition variable when progress says someone else is driving. Every
+ * function is thread safe. */
+#ifndef HVD_CONTROLLER_TENSOR_QUEUE_H
+#define HVD_CONTROLLER_TENSOR_QUEUE_H
+
+#include <hvd/types.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hvd_entry {
+    /* set by the enqueuer */
+    char *name; /* owned */
+    int type;   /* hvd_req_type_t */
+    hvd_dtype_t dtype;
+    hvd_reduce_op_t op;
+    int root;
+    const void *send;
+    void *recv;
+    size_t count;
+    double prescale, postscale;
+    /* set by the queue */
+    hvd_handle_t handle;
+    int done;
+    hvd_status_t status;
+    char error[512];
+    int in_flight;                               /* its name blocks a second push */
+    int waited;                                  /* a thread is in hvd__tq_wait for it */
+    struct hvd_entry *next_new;                  /* FIFO of entries not yet taken */
+    struct hvd_entry *chain_name, *chain_handle; /* hash chains */
+} hvd_entry_t;
+
+typedef struct hvd_tq hvd_tq_t;
+
+/* Progress for a waiter: do some work (or wait briefly for another thread that does), and
+ * return 0, or a status that should fail every pending entry. */
+typedef hvd_status_t (*hvd_tq_progress_fn)(void *arg);
+
+hvd_status_t hvd__tq_create(hvd_tq_t **q_p);
+/* Free every entry still held (pending or not yet released). */
+void hvd__tq_destroy(hvd_tq_t *q);
+
+/* Enqueue a copy of *e (name copied). HVD_ERR_INVALID_ARG naming the tensor when the same
+ * name is in flight; HVD_ERR_SHUT_DOWN after hvd__tq_fail_all with a shutdown. */
+hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *e, hvd_handle_t *handle_p);
+
+/* Move up to max entries pushed since the last take into out[], in push order. They stay
+ * owned by the queue. Returns how many. */
+size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max);
+
+/* The in-flight entry of name, or NULL. */
+hvd_entry_t *hvd__tq_find(hvd_tq_t *q, const char *name);
+
+/* Complete an in-flight entry: wakes its waiters and frees its name for reuse. message
+ * (may be NULL) is copied for hvd_last_error of the waiter. The waiter may release e at
+ * once: the caller must not touch e afterwards. */
+void hvd__tq_complete(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message);
+
+/* Complete every in-flight entry with status/message; with shutdown, later pushes fail. */
+void hvd__tq_fail_all(hvd_tq_t *q, hvd_status_t status, const char *message, int shutdown);
+
+/* 1 done, 0 pending, negative for an unknown handle. */
+int hvd__tq_poll(hvd_tq_t *q, hvd_handle_t h);
+
+/* Wait for h to complete, calling progress(arg) between checks, then release it and
+ * return its status (its message in hvd_last_error). HVD_ERR_INVALID_ARG for an unknown
+ * handle, or one another thread is already waiting for. */
+hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progress, void *arg);
+
+/* Entries in flight (pushed, not completed). */
+size_t hvd__tq_in_flight(hvd_tq_t *q);
+
+#endif
