@@ -1,2 +1,4 @@
 # The core's tensor queue: names in flight, handles, waiting, threads.
 hvd_unit_test(tensor_queue tests/unit/test_tensor_queue.c)
+# The stall inspector's reports and shutdown decision.
+hvd_unit_test(stall tests/unit/test_stall.c)

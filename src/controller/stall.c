@@ -1,0 +1,172 @@
+/* The stall inspector (stall.h). Pending names live in a small list: a stall is the
+ * exception, and the list holds only names some rank is waiting on. */
+#include "controller/stall.h"
+
+#include "common/error.h"
+#include "common/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pending {
+    char *name;
+    int64_t since_ms;
+    uint8_t *ready; /* one flag per rank */
+    int nready;
+    struct pending *next;
+} pending_t;
+
+struct hvd_stall {
+    int size, warn_s, shutdown_s;
+    char **hosts;
+    pending_t *head;
+    int64_t last_check_ms;
+};
+
+hvd_status_t hvd__stall_create(int size, const char *const *hosts, int warn_s, int shutdown_s,
+                               hvd_stall_t **s_p) {
+    if (size < 1 || warn_s < 1 || shutdown_s < 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "stall inspector: bad size or times");
+    hvd_stall_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the stall inspector");
+    if (shutdown_s > 0 && shutdown_s < warn_s)
+        HVD_LOG_W("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is less than "
+                  "HOROVOD_STALL_CHECK_TIME_SECONDS, will not shutdown.");
+    s->size = size;
+    s->warn_s = warn_s;
+    s->shutdown_s = shutdown_s;
+    if (hosts) {
+        s->hosts = calloc((size_t)size, sizeof *s->hosts);
+        for (int r = 0; s->hosts && r < size; r++)
+            s->hosts[r] = strdup(hosts[r] ? hosts[r] : "?");
+    }
+    *s_p = s;
+    return HVD_OK;
+}
+
+static void pending_free(pending_t *p) {
+    free(p->name);
+    free(p->ready);
+    free(p);
+}
+
+void hvd__stall_destroy(hvd_stall_t *s) {
+    if (!s)
+        return;
+    for (pending_t *p = s->head, *n; p; p = n) {
+        n = p->next;
+        pending_free(p);
+    }
+    for (int r = 0; s->hosts && r < s->size; r++)
+        free(s->hosts[r]);
+    free(s->hosts);
+    free(s);
+}
+
+hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int rank, int64_t now_ms) {
+    if (rank < 0 || rank >= s->size)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "stall inspector: rank %d", rank);
+    pending_t *p = s->head;
+    while (p && strcmp(p->name, name) != 0)
+        p = p->next;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (p) {
+            p->name = strdup(name);
+            p->ready = calloc((size_t)s->size, 1);
+        }
+        if (!p || !p->name || !p->ready) {
+            if (p)
+                pending_free(p);
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the stall inspector");
+        }
+        p->since_ms = now_ms;
+        p->next = s->head;
+        s->head = p;
+    }
+    if (!p->ready[rank]) {
+        p->ready[rank] = 1;
+        p->nready++;
+    }
+    return HVD_OK;
+}
+
+void hvd__stall_done(hvd_stall_t *s, const char *name) {
+    for (pending_t **pp = &s->head; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->name, name) == 0) {
+            pending_t *p = *pp;
+            *pp = p->next;
+            pending_free(p);
+            return;
+        }
+    }
+}
+
+/* snprintf at msg + *n, advancing *n but never past the end. */
+__attribute__((format(printf, 4, 5))) static void add(char *msg, size_t msg_size, size_t *n,
+                                                      const char *fmt, ...) {
+    if (*n + 1 >= msg_size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(msg + *n, msg_size - *n, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *n = *n + (size_t)w < msg_size ? *n + (size_t)w : msg_size - 1;
+}
+
+int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size, int *shutdown_p) {
+    *shutdown_p = 0;
+    if (msg_size)
+        msg[0] = '\0';
+    if (s->last_check_ms && now_ms - s->last_check_ms < (int64_t)s->warn_s * 1000)
+        return 0;
+    s->last_check_ms = now_ms;
+    int64_t warn_ms = (int64_t)s->warn_s * 1000, shut_ms = (int64_t)s->shutdown_s * 1000;
+    int may_shut = s->shutdown_s > 0 && s->shutdown_s >= s->warn_s;
+    size_t n = 0;
+    int any = 0;
+    for (int r = 0; r < s->size; r++) {
+        int listed = 0;
+        int64_t oldest = 0;
+        char names[512];
+        size_t nn = 0;
+        names[0] = '\0';
+        for (pending_t *p = s->head; p; p = p->next) {
+            int64_t age = now_ms - p->since_ms;
+            if (p->ready[r] || age < warn_ms)
+                continue;
+            oldest = age > oldest ? age : oldest;
+            if (listed < 6)
+                add(names, sizeof names, &nn, "%s%s", listed ? ", " : "", p->name);
+            listed++;
+        }
+        if (!listed)
+            continue;
+        if (!any)
+            add(msg, msg_size, &n,
+                "One or more tensors were submitted to be reduced, gathered or broadcasted by "
+                "subset of ranks and are waiting for remainder of ranks for more than %d "
+                "seconds. This may indicate that different ranks are trying to submit "
+                "different tensors or that only subset of ranks is submitting tensors, which "
+                "will cause deadlock.\nMissing ranks:",
+                s->warn_s);
+        any = 1;
+        int marked = may_shut && oldest >= shut_ms;
+        *shutdown_p |= marked;
+        add(msg, msg_size, &n, "\n%d%s", r, marked ? "!" : "");
+        if (s->hosts && s->hosts[r])
+            add(msg, msg_size, &n, " (host %s, missing for %lld s)", s->hosts[r],
+                (long long)(oldest / 1000));
+        add(msg, msg_size, &n, ": [%s%s]", names, listed > 6 ? " ..." : "");
+    }
+    if (*shutdown_p)
+        add(msg, msg_size, &n,
+            "\nOne or more rank (marked by \"!\") is stalled for longer than %d seconds. Will "
+            "shutdown.",
+            s->shutdown_s);
+    return any;
+}

@@ -1,0 +1,36 @@
+/* The stall inspector, kept by the coordinator (reference §8.11): it remembers when each
+ * name was first reported ready by some rank and which ranks have reported it; a check
+ * lists the names that some but not all ranks have submitted for longer than the warning
+ * time, and for each missing rank the names it has not submitted. A rank whose oldest
+ * missing name is older than the shutdown time (when that is set, and not below the
+ * warning time) is marked with "!" and the check asks for a shutdown.
+ *
+ * Unlike the reference, the message names the ranks' hosts when they are known and the
+ * stall's age, so an operator can see at once where to look. Not thread safe: the
+ * coordinator's progress engine owns it. */
+#ifndef HVD_CONTROLLER_STALL_H
+#define HVD_CONTROLLER_STALL_H
+
+#include <hvd/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hvd_stall hvd_stall_t;
+
+/* size ranks; hosts (may be NULL) names each rank's host, copied. warn_s > 0;
+ * shutdown_s 0 = never. */
+hvd_status_t hvd__stall_create(int size, const char *const *hosts, int warn_s, int shutdown_s,
+                               hvd_stall_t **s_p);
+void hvd__stall_destroy(hvd_stall_t *s);
+
+/* rank has submitted name (now_ms: a monotonic clock). */
+hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int rank, int64_t now_ms);
+/* name was agreed by every rank (or failed): forget it. */
+void hvd__stall_done(hvd_stall_t *s, const char *name);
+
+/* At most once per warning period: 1 and the report in msg when something is stalled,
+ * else 0. *shutdown_p = 1 when a rank passed the shutdown time. */
+int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size, int *shutdown_p);
+
+#endif

@@ -1,0 +1,91 @@
+/* The stall inspector: nothing is reported before the warning time or for names every rank
+ * submitted; after it, each missing rank is listed with its host, age and up to six names;
+ * checks are rate-limited to one per warning period; the shutdown time marks ranks with "!"
+ * and asks for a shutdown, but never when it is below the warning time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "controller/stall.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *hosts[] = {"h0", "h1", "h2", "h3"};
+
+static void test_warning_names_missing_ranks(void **state) {
+    (void)state;
+    hvd_stall_t *s;
+    assert_int_equal(hvd__stall_create(4, hosts, 60, 0, &s), HVD_OK);
+    char msg[2048];
+    int shut;
+    hvd__stall_ready(s, "grad.w", 0, 1000);
+    hvd__stall_ready(s, "grad.w", 2, 1500);
+    hvd__stall_ready(s, "grad.all", 0, 1000);
+    for (int r = 1; r < 4; r++)
+        hvd__stall_ready(s, "grad.all", r, 1000);
+    hvd__stall_done(s, "grad.all");
+    assert_int_equal(hvd__stall_check(s, 30000, msg, sizeof msg, &shut), 0);
+    assert_int_equal(hvd__stall_check(s, 59000, msg, sizeof msg, &shut), 0); /* rate limit */
+    assert_int_equal(hvd__stall_check(s, 91000, msg, sizeof msg, &shut), 1);
+    assert_int_equal(shut, 0);
+    assert_non_null(strstr(msg, "for more than 60 seconds"));
+    assert_non_null(strstr(msg, "Missing ranks:\n1 (host h1, missing for 90 s): [grad.w]\n3 "
+                                "(host h3, missing for 90 s): [grad.w]"));
+    assert_null(strstr(msg, "\n0"));
+    assert_null(strstr(msg, "grad.all"));
+    hvd__stall_destroy(s);
+}
+
+static void test_many_names_and_shutdown(void **state) {
+    (void)state;
+    hvd_stall_t *s;
+    assert_int_equal(hvd__stall_create(2, NULL, 2, 5, &s), HVD_OK);
+    char msg[2048], name[16];
+    int shut;
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        hvd__stall_ready(s, name, 0, 0);
+    }
+    assert_int_equal(hvd__stall_check(s, 3000, msg, sizeof msg, &shut), 1);
+    assert_int_equal(shut, 0);
+    assert_non_null(strstr(msg, "\n1: ["));
+    assert_non_null(strstr(msg, " ...]"));
+    assert_int_equal(hvd__stall_check(s, 6000, msg, sizeof msg, &shut), 1);
+    assert_int_equal(shut, 1);
+    assert_non_null(strstr(msg, "\n1!: ["));
+    assert_non_null(strstr(msg, "stalled for longer than 5 seconds. Will shutdown."));
+    hvd__stall_destroy(s);
+    /* a shutdown time below the warning time never shuts down */
+    assert_int_equal(hvd__stall_create(2, NULL, 10, 5, &s), HVD_OK);
+    hvd__stall_ready(s, "x", 1, 0);
+    assert_int_equal(hvd__stall_check(s, 100000, msg, sizeof msg, &shut), 1);
+    assert_int_equal(shut, 0);
+    assert_non_null(strstr(msg, "\n0: [x]"));
+    hvd__stall_destroy(s);
+}
+
+static void test_bounds(void **state) {
+    (void)state;
+    hvd_stall_t *s;
+    assert_int_equal(hvd__stall_create(0, NULL, 1, 0, &s), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__stall_create(2, NULL, 1, 0, &s), HVD_OK);
+    assert_int_equal(hvd__stall_ready(s, "x", 2, 0), HVD_ERR_INVALID_ARG);
+    char tiny[40];
+    int shut;
+    hvd__stall_ready(s, "x", 0, 0);
+    assert_int_equal(hvd__stall_check(s, 5000, tiny, sizeof tiny, &shut), 1);
+    assert_int_equal(strlen(tiny), sizeof tiny - 1); /* truncated, terminated */
+    hvd__stall_destroy(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warning_names_missing_ranks),
+        cmocka_unit_test(test_many_names_and_shutdown),
+        cmocka_unit_test(test_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
