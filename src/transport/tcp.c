@@ -532,6 +532,22 @@ static int advance_recv(tcp_t *t, int r, hvd_xfer_t *x) {
             p->frame_got = 0;
             p->hdr_got = 0;
             x->frame_len = p->frame_len;
+            if (x->iovcnt == 0 && x->alloc_max > 0 && p->frame_kind == HVD_FRAME_DATA) {
+                if (p->frame_len > x->alloc_max)
+                    return hvd__error_set(HVD_ERR_PROTOCOL,
+                                          "rank %d (host %s) sent a %llu-byte message, more than "
+                                          "the %zu allowed here",
+                                          r, t->addrs[r].host, (unsigned long long)p->frame_len,
+                                          x->alloc_max);
+                x->iov[0].iov_base = malloc(p->frame_len ? (size_t)p->frame_len : 1);
+                if (!x->iov[0].iov_base)
+                    return hvd__error_set(HVD_ERR_NO_MEMORY,
+                                          "out of memory for %llu bytes from "
+                                          "rank %d",
+                                          (unsigned long long)p->frame_len, r);
+                x->iov[0].iov_len = (size_t)p->frame_len;
+                x->iovcnt = 1;
+            }
             continue; /* avail changed */
         }
         if (p->frame_kind == HVD_FRAME_ABORT) {

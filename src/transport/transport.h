@@ -47,6 +47,10 @@ struct hvd_xfer {
     hvd_xfer_done_fn on_done; /* or NULL */
     void *arg;                /* for on_done */
     size_t tag;               /* the caller's, e.g. where a received chunk belongs */
+    /* receives with iovcnt 0: the transport allocates the payload (malloc, at most alloc_max
+     * bytes, else HVD_ERR_PROTOCOL) into iov[0]; the caller frees iov[0].iov_base after the
+     * exchange, whatever it returned. For messages whose size only the sender knows. */
+    size_t alloc_max;
     /* set by the transport */
     uint64_t frame_len; /* receives: payload length the sender sent */
     int done;

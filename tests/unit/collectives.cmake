@@ -10,3 +10,5 @@ endif()
 hvd_unit_test(frame tests/unit/test_frame.c)
 # Negotiation message codecs (request and response lists of the core).
 hvd_unit_test(negotiate tests/unit/test_negotiate.c)
+# Ranks as threads over loopback TCP: control-plane gather/broadcast and an allreduce.
+hvd_unit_test(control tests/unit/test_control.c)
