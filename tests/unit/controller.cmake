@@ -2,3 +2,5 @@
 hvd_unit_test(tensor_queue tests/unit/test_tensor_queue.c)
 # The stall inspector's reports and shutdown decision.
 hvd_unit_test(stall tests/unit/test_stall.c)
+# The coordinator's readiness table and response validation.
+hvd_unit_test(coordinator tests/unit/test_coordinator.c)

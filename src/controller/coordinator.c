@@ -1,0 +1,282 @@
+/* The coordinator's table (coordinator.h). */
+#include "controller/coordinator.h"
+
+#include "collectives/dtype.h"
+#include "common/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct name_entry {
+    char *name;
+    hvd_request_t *reqs; /* one slot per rank; name == NULL while missing */
+    int count;
+    int ready_seq; /* order of becoming ready; 0 while not ready */
+    struct name_entry *next;
+} name_entry_t;
+
+struct hvd_coord {
+    int size;
+    name_entry_t *head;
+    size_t pending;
+    int next_seq;
+    uint8_t *joined;
+    int njoined, last_joined;
+};
+
+hvd_status_t hvd__coord_create(int size, hvd_coord_t **c_p) {
+    hvd_coord_t *c = calloc(1, sizeof *c);
+    if (c)
+        c->joined = calloc((size_t)(size > 0 ? size : 1), 1);
+    if (!c || !c->joined) {
+        free(c);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the coordinator");
+    }
+    c->size = size;
+    c->last_joined = -1;
+    *c_p = c;
+    return HVD_OK;
+}
+
+static void entry_free(hvd_coord_t *c, name_entry_t *e) {
+    for (int r = 0; r < c->size; r++)
+        free(e->reqs[r].name);
+    free(e->reqs);
+    free(e->name);
+    free(e);
+}
+
+void hvd__coord_destroy(hvd_coord_t *c) {
+    if (!c)
+        return;
+    for (name_entry_t *e = c->head, *n; e; e = n) {
+        n = e->next;
+        entry_free(c, e);
+    }
+    free(c->joined);
+    free(c);
+}
+
+size_t hvd__coord_pending(const hvd_coord_t *c) {
+    return c->pending;
+}
+
+static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
+    if (!e->ready_seq && e->count + c->njoined >= c->size && e->count > 0)
+        e->ready_seq = ++c->next_seq;
+}
+
+hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
+    if (req->rank < 0 || req->rank >= c->size)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "request from rank %d in a group of %d",
+                              req->rank, c->size);
+    if (req->type == HVD_REQ_JOIN) {
+        if (!c->joined[req->rank]) {
+            c->joined[req->rank] = 1;
+            c->njoined++;
+            c->last_joined = req->rank;
+            for (name_entry_t *e = c->head; e; e = e->next)
+                mark_if_ready(c, e);
+        }
+        return HVD_OK;
+    }
+    name_entry_t *e = c->head;
+    while (e && strcmp(e->name, req->name) != 0)
+        e = e->next;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (e) {
+            e->name = strdup(req->name);
+            e->reqs = calloc((size_t)c->size, sizeof *e->reqs);
+        }
+        if (!e || !e->name || !e->reqs) {
+            if (e) {
+                free(e->name);
+                free(e->reqs);
+                free(e);
+            }
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+        }
+        /* append: readiness ties resolve in first-request order */
+        name_entry_t **pp = &c->head;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = e;
+        c->pending++;
+    }
+    hvd_request_t *slot = &e->reqs[req->rank];
+    if (slot->name)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "rank %d requested '%s' twice before it was answered", req->rank,
+                              req->name);
+    *slot = *req;
+    slot->name = strdup(req->name);
+    if (!slot->name)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+    e->count++;
+    mark_if_ready(c, e);
+    return HVD_OK;
+}
+
+static const char *type_name(int t) {
+    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "JOIN",
+                                  "ADASUM",    "ALLTOALL",  "BARRIER",   "REDUCESCATTER"};
+    return t >= 0 && t < 8 ? names[t] : "UNKNOWN";
+}
+
+static void shape_str(const hvd_request_t *r, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < r->ndims && k < n; d++)
+        k += (size_t)snprintf(out + k, n - k, "%s%lld", d ? ", " : "", (long long)r->dims[d]);
+    if (k < n)
+        snprintf(out + k, n - k, "]");
+}
+
+/* The first disagreement between a and b (reference order), or 0. */
+static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, size_t n) {
+    char sa[160], sb[160];
+    if (a->dtype != b->dtype) {
+        snprintf(msg, n,
+                 "Mismatched data types: One rank had type %s, but another rank had type %s.",
+                 hvd__dtype_name((hvd_dtype_t)a->dtype), hvd__dtype_name((hvd_dtype_t)b->dtype));
+        return 1;
+    }
+    if (a->type != b->type) {
+        snprintf(msg, n, "Mismatched operations: One rank did an %s, but another rank did an %s.",
+                 type_name(a->type), type_name(b->type));
+        return 1;
+    }
+    int t = a->type;
+    int shaped = t == HVD_REQ_ALLREDUCE || t == HVD_REQ_ADASUM || t == HVD_REQ_BROADCAST ||
+                 t == HVD_REQ_REDUCESCATTER;
+    if (shaped && (a->ndims != b->ndims ||
+                   memcmp(a->dims, b->dims, (size_t)a->ndims * sizeof *a->dims) != 0)) {
+        shape_str(a, sa, sizeof sa);
+        shape_str(b, sb, sizeof sb);
+        snprintf(msg, n,
+                 "Mismatched %s tensor shapes: One rank sent a tensor of shape %s, but another "
+                 "rank sent a tensor of shape %s.",
+                 type_name(t), sa, sb);
+        return 1;
+    }
+    if ((t == HVD_REQ_ALLREDUCE || t == HVD_REQ_ADASUM || t == HVD_REQ_REDUCESCATTER) &&
+        (a->prescale != b->prescale || a->postscale != b->postscale)) {
+        snprintf(msg, n,
+                 "Mismatched prescale and/or postscale factors: One rank sent factors (%g, %g), "
+                 "but another rank sent factors (%g, %g).",
+                 a->prescale, a->postscale, b->prescale, b->postscale);
+        return 1;
+    }
+    if (t == HVD_REQ_ALLREDUCE && a->op != b->op) {
+        snprintf(msg, n,
+                 "Mismatched reduction operation: One rank sent reduction op %s, but another rank "
+                 "sent reduction op %s.",
+                 hvd__reduce_op_name((hvd_reduce_op_t)a->op),
+                 hvd__reduce_op_name((hvd_reduce_op_t)b->op));
+        return 1;
+    }
+    if (t == HVD_REQ_BROADCAST && a->root != b->root) {
+        snprintf(msg, n,
+                 "Mismatched BROADCAST root ranks: One rank specified root rank %d, but another "
+                 "rank specified root rank %d.",
+                 a->root, b->root);
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t elements(const hvd_request_t *r) {
+    int64_t n = 1;
+    for (int d = 0; d < r->ndims; d++)
+        n *= r->dims[d];
+    return n;
+}
+
+/* Build the response of a ready entry into *out. */
+static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) {
+    memset(out, 0, sizeof *out);
+    out->names = malloc(sizeof *out->names);
+    out->sizes = malloc((size_t)c->size * sizeof *out->sizes);
+    if (!out->names || !out->sizes || !(out->names[0] = strdup(e->name)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+    out->nnames = 1;
+    const hvd_request_t *first = NULL;
+    int first_rank = -1;
+    char msg[HVD_NEG_ERROR_MAX / 2] = "";
+    for (int r = 0; r < c->size; r++) {
+        const hvd_request_t *q = &e->reqs[r];
+        if (!q->name)
+            continue; /* joined */
+        if (!first) {
+            first = q;
+            first_rank = r;
+        } else if (!msg[0] && disagree(first, q, msg, sizeof msg)) {
+            size_t k = strlen(msg);
+            snprintf(msg + k, sizeof msg - k, " (rank %d and rank %d, tensor '%s')", first_rank, r,
+                     e->name);
+        }
+    }
+    out->type = first->type;
+    out->dtype = first->dtype;
+    out->op = first->op;
+    out->prescale = first->prescale;
+    out->postscale = first->postscale;
+    out->last_joined_rank = -1;
+    if (msg[0]) {
+        out->type = HVD_RESP_ERROR;
+        out->error = strdup(msg);
+        return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    /* sizes: elements for reductions; for allgather every rank's first dimension */
+    if (first->type == HVD_REQ_ALLGATHER) {
+        for (int r = 0; r < c->size; r++)
+            out->sizes[r] = e->reqs[r].name && e->reqs[r].ndims ? e->reqs[r].dims[0] : 0;
+        out->nsizes = (uint32_t)c->size;
+    } else {
+        out->sizes[0] = elements(first);
+        out->nsizes = 1;
+    }
+    out->error = strdup("");
+    return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+}
+
+hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out) {
+    for (;;) {
+        name_entry_t **best = NULL;
+        for (name_entry_t **pp = &c->head; *pp; pp = &(*pp)->next)
+            if ((*pp)->ready_seq && (!best || (*pp)->ready_seq < (*best)->ready_seq))
+                best = pp;
+        if (!best)
+            break;
+        hvd_response_t *items = realloc(out->items, (out->count + 1) * sizeof *items);
+        if (!items)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+        out->items = items;
+        name_entry_t *e = *best;
+        hvd_status_t st = build(c, e, &out->items[out->count]);
+        out->count++; /* even half-built: hvd__neg_responses_fini frees it */
+        if (st != HVD_OK)
+            return st;
+        *best = e->next;
+        entry_free(c, e);
+        c->pending--;
+    }
+    if (c->njoined == c->size) {
+        hvd_response_t *items = realloc(out->items, (out->count + 1) * sizeof *items);
+        if (!items)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+        out->items = items;
+        hvd_response_t *j = &out->items[out->count++];
+        memset(j, 0, sizeof *j);
+        j->type = HVD_REQ_JOIN;
+        j->last_joined_rank = c->last_joined;
+        j->error = strdup("");
+        memset(c->joined, 0, (size_t)c->size);
+        c->njoined = 0;
+        c->last_joined = -1;
+        if (!j->error)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    return HVD_OK;
+}

@@ -1,0 +1,133 @@
+/* The coordinator's table: names become ready only when every rank asked, in the order they
+ * became ready (not the order first asked); disagreements become ERROR responses with the
+ * reference's message and the two ranks; duplicates from one rank are refused; JOIN counts a
+ * rank as done for every name and, once all joined, yields a JOIN response naming the last. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "controller/coordinator.h"
+
+#include <string.h>
+
+static hvd_request_t req(const char *name, int rank, int dtype, int64_t n) {
+    hvd_request_t r = {.rank = rank,
+                       .type = HVD_REQ_ALLREDUCE,
+                       .dtype = (uint8_t)dtype,
+                       .op = 1,
+                       .ndims = 1,
+                       .root = -1,
+                       .prescale = 1,
+                       .postscale = 1,
+                       .dims = {n},
+                       .name = (char *)name};
+    return r;
+}
+
+static void test_ready_order_and_sizes(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+    hvd_request_t a0 = req("a", 0, 7, 10), b0 = req("b", 0, 7, 20);
+    assert_int_equal(hvd__coord_add(c, &a0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &b0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &a0), HVD_ERR_INVALID_ARG); /* twice from rank 0 */
+    for (int r = 1; r < 3; r++) {
+        hvd_request_t b = req("b", r, 7, 20);
+        assert_int_equal(hvd__coord_add(c, &b), HVD_OK);
+    }
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_string_equal(out.items[0].names[0], "b");
+    assert_int_equal(out.items[0].type, HVD_REQ_ALLREDUCE);
+    assert_true(out.items[0].sizes[0] == 20);
+    assert_int_equal(hvd__coord_pending(c), 1);
+    for (int r = 1; r < 3; r++) {
+        hvd_request_t a = req("a", r, 7, 10);
+        assert_int_equal(hvd__coord_add(c, &a), HVD_OK);
+    }
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2);
+    assert_string_equal(out.items[1].names[0], "a");
+    assert_int_equal(hvd__coord_pending(c), 0);
+    /* the name can be requested again once answered */
+    assert_int_equal(hvd__coord_add(c, &a0), HVD_OK);
+    hvd__neg_responses_fini(&out);
+    hvd__coord_destroy(c);
+}
+
+static void test_mismatches(void **state) {
+    (void)state;
+    struct {
+        hvd_request_t other;
+        const char *want;
+    } cases[4];
+    cases[0].other = req("t", 2, 4, 10);
+    cases[0].want = "Mismatched data types: One rank had type float32, but another rank had type "
+                    "int32. (rank 0 and rank 2, tensor 't')";
+    cases[1].other = req("t", 2, 7, 11);
+    cases[1].want = "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [10], "
+                    "but another rank sent a tensor of shape [11].";
+    cases[2].other = req("t", 2, 7, 10);
+    cases[2].other.op = 4;
+    cases[2].want = "Mismatched reduction operation";
+    cases[3].other = req("t", 2, 7, 10);
+    cases[3].other.postscale = 0.5;
+    cases[3].want = "Mismatched prescale and/or postscale factors: One rank sent factors (1, 1), "
+                    "but another rank sent factors (1, 0.5).";
+    for (int i = 0; i < 4; i++) {
+        hvd_coord_t *c;
+        assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+        hvd_request_t r0 = req("t", 0, 7, 10), r1 = req("t", 1, 7, 10);
+        hvd__coord_add(c, &r0);
+        hvd__coord_add(c, &r1);
+        hvd__coord_add(c, &cases[i].other);
+        hvd_response_list_t out = {0};
+        assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+        assert_int_equal(out.count, 1);
+        assert_int_equal(out.items[0].type, HVD_RESP_ERROR);
+        assert_non_null(strstr(out.items[0].error, cases[i].want));
+        hvd__neg_responses_fini(&out);
+        hvd__coord_destroy(c);
+    }
+}
+
+static void test_join(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+    hvd_request_t x0 = req("x", 0, 7, 5), x1 = req("x", 1, 7, 5);
+    hvd__coord_add(c, &x0);
+    hvd__coord_add(c, &x1);
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    hvd_request_t j2 = {.rank = 2, .type = HVD_REQ_JOIN, .name = (char *)"join.noname"};
+    assert_int_equal(hvd__coord_add(c, &j2), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1); /* x is ready without rank 2; no JOIN response yet */
+    assert_string_equal(out.items[0].names[0], "x");
+    hvd_request_t j0 = j2, j1 = j2;
+    j0.rank = 0;
+    j1.rank = 1;
+    hvd__coord_add(c, &j1);
+    hvd__coord_add(c, &j0);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2);
+    assert_int_equal(out.items[1].type, HVD_REQ_JOIN);
+    assert_int_equal(out.items[1].last_joined_rank, 0);
+    hvd__neg_responses_fini(&out);
+    hvd__coord_destroy(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ready_order_and_sizes),
+        cmocka_unit_test(test_mismatches),
+        cmocka_unit_test(test_join),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
