@@ -4,3 +4,5 @@ hvd_unit_test(tensor_queue tests/unit/test_tensor_queue.c)
 hvd_unit_test(stall tests/unit/test_stall.c)
 # The coordinator's readiness table and response validation.
 hvd_unit_test(coordinator tests/unit/test_coordinator.c)
+# Tensor fusion planning.
+hvd_unit_test(fusion tests/unit/test_fusion.c)
