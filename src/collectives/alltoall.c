@@ -13,13 +13,8 @@ hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, si
     hvd_sig_t sig = {.coll = HVD_COLL_ALLTOALL, .dtype = (uint8_t)dtype, .count = count};
     int p = g->size;
     size_t block = 0, total = 0;
-    hvd_status_t st = hvd__coll_bytes(count, hvd__dtype_size(dtype), what, &block);
-    if (st == HVD_OK)
-        st = hvd__coll_bytes(block, (size_t)p, what, &total);
-    if (st == HVD_OK)
-        st = hvd__coll_check_buf(send, count, what, "sendbuf");
-    if (st == HVD_OK)
-        st = hvd__coll_check_buf(recv, count, what, "recvbuf");
+    hvd_status_t st =
+        hvd__coll_check_blocks(send, recv, count, hvd__dtype_size(dtype), p, what, &block, &total);
     if (st != HVD_OK)
         sig.flags |= HVD_SIG_INVALID;
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);

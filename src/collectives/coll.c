@@ -26,6 +26,18 @@ hvd_status_t hvd__coll_bytes(size_t count, size_t size, const char *what, size_t
     return HVD_OK;
 }
 
+hvd_status_t hvd__coll_check_blocks(const void *send, const void *recv, size_t count, size_t esize,
+                                    int p, const char *what, size_t *block_p, size_t *total_p) {
+    hvd_status_t st = hvd__coll_bytes(count, esize, what, block_p);
+    if (st == HVD_OK)
+        st = hvd__coll_bytes(*block_p, (size_t)p, what, total_p);
+    if (st == HVD_OK)
+        st = hvd__coll_check_buf(send, count, what, "sendbuf");
+    if (st == HVD_OK)
+        st = hvd__coll_check_buf(recv, count, what, "recvbuf");
+    return st;
+}
+
 hvd_status_t hvd__coll_barrier(hvd_group_t *g) {
     char what[128];
     hvd__coll_what(g, "barrier", what, sizeof what);

@@ -34,6 +34,11 @@ void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t ou
 /* HVD_OK, or HVD_ERR_INVALID_ARG when ptr is NULL but bytes are expected. */
 hvd_status_t hvd__coll_check_buf(const void *ptr, size_t count, const char *what,
                                  const char *which);
+/* The arguments of a collective whose send buffer holds one block of count elements of
+ * esize bytes per rank (alltoall, reducescatter): both buffers present when count > 0, and
+ * *block_p = count * esize, *total_p = p * block without overflow. */
+hvd_status_t hvd__coll_check_blocks(const void *send, const void *recv, size_t count, size_t esize,
+                                    int p, const char *what, size_t *block_p, size_t *total_p);
 /* count * size without overflow, or HVD_ERR_INVALID_ARG. */
 hvd_status_t hvd__coll_bytes(size_t count, size_t size, const char *what, size_t *bytes_p);
 

@@ -655,6 +655,36 @@ static int ensure_scratch(tcp_t *t, size_t n) {
     return 0;
 }
 
+/* Advance peer r's send (is_send) or receive queue as far as it goes without blocking:
+ * completed transfers leave the queue and run their on_done. Returns 1 if anything moved,
+ * 0 if nothing could, or a negative status. */
+static int drain_queue(tcp_t *t, int r, hvd_xfer_t *xfers, int is_send, size_t *remaining) {
+    peer_t *p = &t->peers[r];
+    size_t *head = is_send ? &p->send_head : &p->recv_head;
+    int progressed = 0;
+    while (*head != NONE) {
+        hvd_xfer_t *x = &xfers[*head];
+        if (is_send && x->after && !x->after->done)
+            break;
+        int rc = is_send ? advance_send(t, r, x) : advance_recv(t, r, x);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        progressed = 1;
+        if (!x->done)
+            break;
+        *head = t->next[*head];
+        (*remaining)--;
+        if (x->on_done) {
+            hvd_status_t st = x->on_done(x);
+            if (st != HVD_OK)
+                return st;
+        }
+    }
+    return progressed;
+}
+
 static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_t n,
                                  const char *what) {
     tcp_t *t = (tcp_t *)base;
@@ -718,42 +748,14 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
             }
             if (p->state != PEER_READY)
                 continue;
-            while (p->send_head != NONE) {
-                hvd_xfer_t *x = &xfers[p->send_head];
-                if (x->after && !x->after->done)
-                    break;
-                int rc = advance_send(t, r, x);
-                if (rc < 0) {
-                    st = rc;
-                    goto fail;
-                }
-                if (rc == 0)
-                    break;
-                progressed = 1;
-                if (!x->done)
-                    break;
-                p->send_head = t->next[p->send_head];
-                remaining--;
-                if (x->on_done && (st = x->on_done(x)) != HVD_OK)
-                    goto fail;
+            int sent = drain_queue(t, r, xfers, 1, &remaining);
+            int got = sent < 0 ? 0 : drain_queue(t, r, xfers, 0, &remaining);
+            int rc = sent < 0 ? sent : got < 0 ? got : (sent | got);
+            if (rc < 0) {
+                st = rc;
+                goto fail;
             }
-            while (p->recv_head != NONE) {
-                hvd_xfer_t *x = &xfers[p->recv_head];
-                int rc = advance_recv(t, r, x);
-                if (rc < 0) {
-                    st = rc;
-                    goto fail;
-                }
-                if (rc == 0)
-                    break;
-                progressed = 1;
-                if (!x->done)
-                    break;
-                p->recv_head = t->next[p->recv_head];
-                remaining--;
-                if (x->on_done && (st = x->on_done(x)) != HVD_OK)
-                    goto fail;
-            }
+            progressed |= rc;
         }
         if (remaining == 0)
             break;
