@@ -6,3 +6,5 @@ hvd_unit_test(stall tests/unit/test_stall.c)
 hvd_unit_test(coordinator tests/unit/test_coordinator.c)
 # Tensor fusion planning.
 hvd_unit_test(fusion tests/unit/test_fusion.c)
+# The response cache: hits, invalid entries, bit assignment, LRU eviction, determinism.
+hvd_unit_test(response_cache tests/unit/test_response_cache.c)
