@@ -84,17 +84,12 @@ static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void
     return HVD_OK;
 }
 
-hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
-                                 hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
-                                 double postscale) {
-    char what[128];
-    hvd__coll_what(g, "allreduce", what, sizeof what);
-    hvd_sig_t sig = {
-        .coll = HVD_COLL_ALLREDUCE, .dtype = (uint8_t)dtype, .op = (uint8_t)op, .count = count};
-    size_t bytes = 0;
+hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t count,
+                                  hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                  double postscale, const char *what, size_t *work_bytes_p) {
     hvd_status_t st = hvd__reduce_check(dtype, op);
     if (st == HVD_OK)
-        st = hvd__coll_bytes(count, hvd__dtype_size(work_dtype(dtype)), what, &bytes);
+        st = hvd__coll_bytes(count, hvd__dtype_size(work_dtype(dtype)), what, work_bytes_p);
     if (st == HVD_OK)
         st = hvd__coll_check_buf(send, count, what, "sendbuf");
     if (st == HVD_OK)
@@ -104,13 +99,44 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
                             "%s: prescale/postscale need op sum or average and a numeric dtype",
                             what);
+    return st;
+}
+
+size_t hvd__allreduce_small_limit(int p) {
+    return p <= 4 ? HVD_SMALL_ALLREDUCE_BYTES_UPTO4 : HVD_SMALL_BYTES;
+}
+
+void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
+                            double prescale) {
+    to_work(work, send, count, dtype, prescale);
+}
+
+void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
+                            size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale) {
+    hvd_dtype_t w = work_dtype(dtype);
+    if (count)
+        memcpy(acc, blocks[0], count * hvd__dtype_size(w));
+    for (int r = 1; r < p; r++)
+        hvd__reduce(acc, blocks[r], count, w, op);
+    from_work(recv, acc, count, dtype, op, p, postscale);
+}
+
+hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
+                                 hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                 double postscale) {
+    char what[128];
+    hvd__coll_what(g, "allreduce", what, sizeof what);
+    hvd_sig_t sig = {
+        .coll = HVD_COLL_ALLREDUCE, .dtype = (uint8_t)dtype, .op = (uint8_t)op, .count = count};
+    size_t bytes = 0;
+    hvd_status_t st =
+        hvd__allreduce_check(send, recv, count, dtype, op, prescale, postscale, what, &bytes);
     if (st != HVD_OK) {
         sig.flags |= HVD_SIG_INVALID;
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
-    size_t small_limit = p <= 4 ? HVD_SMALL_ALLREDUCE_BYTES_UPTO4 : HVD_SMALL_BYTES;
-    if (p == 1 || bytes <= small_limit)
+    if (p == 1 || bytes <= hvd__allreduce_small_limit(p))
         return small(g, &sig, send, recv, count, dtype, op, prescale, postscale, what);
 
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);

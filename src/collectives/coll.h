@@ -29,6 +29,20 @@ hvd_status_t hvd__coll_reducescatter(hvd_group_t *g, const void *send, void *rec
                                      hvd_dtype_t dtype, hvd_reduce_op_t op);
 hvd_status_t hvd__coll_barrier(hvd_group_t *g);
 
+/* The allreduce's pieces the core uses to run a small blocking allreduce inside its cycle
+ * message (one round, as hvd__coll_allreduce's small path): argument checks (*work_bytes_p:
+ * count in the working dtype, float32 for half types), the per-rank size limit of the small
+ * path, conversion of the input (prescaled) into the working dtype, and the local reduction
+ * of every rank's block in rank order into recv (acc: work_bytes of scratch). */
+hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t count,
+                                  hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                                  double postscale, const char *what, size_t *work_bytes_p);
+size_t hvd__allreduce_small_limit(int p);
+void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
+                            double prescale);
+void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
+                            size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale);
+
 /* Shared by the collectives: "allreduce #12 on the global communicator". */
 void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t out_size);
 /* HVD_OK, or HVD_ERR_INVALID_ARG when ptr is NULL but bytes are expected. */

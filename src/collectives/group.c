@@ -40,6 +40,8 @@ void hvd__group_fini(hvd_group_t *g) {
     free(g->sigbuf);
     free(g->lens);
     free(g->offs);
+    free(g->vbuf);
+    free(g->vpos);
     memset(g, 0, sizeof *g);
 }
 
@@ -81,7 +83,7 @@ hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, co
     return g->tp->ops->exchange(g->tp, xfers, n, what);
 }
 
-static void sig_encode(uint8_t *out, const hvd_sig_t *s) {
+void hvd__sig_encode(uint8_t *out, const hvd_sig_t *s) {
     out[0] = s->coll;
     out[1] = s->dtype;
     out[2] = s->op;
@@ -93,7 +95,7 @@ static void sig_encode(uint8_t *out, const hvd_sig_t *s) {
     hvd__le32_put(out + 28, 0);
 }
 
-static void sig_decode(const uint8_t *in, hvd_sig_t *s) {
+void hvd__sig_decode(const uint8_t *in, hvd_sig_t *s) {
     s->coll = in[0];
     s->dtype = in[1];
     s->op = in[2];
@@ -104,7 +106,7 @@ static void sig_decode(const uint8_t *in, hvd_sig_t *s) {
     s->seq = hvd__le32_get(in + 24);
 }
 
-static int sig_equal(const hvd_sig_t *a, const hvd_sig_t *b) {
+int hvd__sig_equal(const hvd_sig_t *a, const hvd_sig_t *b) {
     return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op && a->flags == b->flags &&
            a->root == b->root && a->count == b->count && a->extra == b->extra && a->seq == b->seq;
 }
@@ -152,10 +154,10 @@ static void list_ranks(const hvd_sig_t *sigs, int size, const hvd_sig_t *like, c
     int count = 0;
     out[0] = '\0';
     for (int r = 0; r < size; r++) {
-        if (!sig_equal(&sigs[r], like))
+        if (!hvd__sig_equal(&sigs[r], like))
             continue;
         int end = r;
-        while (end + 1 < size && sig_equal(&sigs[end + 1], like))
+        while (end + 1 < size && hvd__sig_equal(&sigs[end + 1], like))
             end++;
         if (n + 24 >= out_size || n > 120) {
             snprintf(out + n, out_size - n, ", ...");
@@ -171,7 +173,7 @@ static void list_ranks(const hvd_sig_t *sigs, int size, const hvd_sig_t *like, c
 
 /* Every rank builds the same message from the same signatures: the distinct calls (up to
  * four) and the ranks that made each. */
-static hvd_status_t report_mismatch(hvd_group_t *g, const char *what) {
+hvd_status_t hvd__group_report_mismatch(hvd_group_t *g, const char *what) {
     char msg[1024];
     size_t n = (size_t)snprintf(msg, sizeof msg, "%s: ranks of the %s communicator disagree:", what,
                                 g->name);
@@ -179,7 +181,7 @@ static hvd_status_t report_mismatch(hvd_group_t *g, const char *what) {
     for (int r = 0; r < g->size && nshown < 4; r++) {
         int seen = 0;
         for (int i = 0; i < nshown; i++)
-            seen |= sig_equal(&g->sigs[shown[i]], &g->sigs[r]);
+            seen |= hvd__sig_equal(&g->sigs[shown[i]], &g->sigs[r]);
         if (seen)
             continue;
         shown[nshown++] = r;
@@ -246,7 +248,7 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
         snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
     /* Rotated layout: position k holds the block of group rank (me + k) mod p. */
     uint8_t *st = stage;
-    sig_encode(g->sigbuf, mine);
+    hvd__sig_encode(g->sigbuf, mine);
     if (lens && lens[me])
         memcpy(st, data, lens[me]);
     hvd_status_t s = bruck_rounds(g, st, lens, what);
@@ -255,8 +257,8 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
     int disagree = 0;
     for (int k = 0; k < p; k++) {
         int r = (me + k) % p;
-        sig_decode(g->sigbuf + (size_t)k * HVD_SIG_LEN, &g->sigs[r]);
-        disagree |= !sig_equal(&g->sigs[r], mine);
+        hvd__sig_decode(g->sigbuf + (size_t)k * HVD_SIG_LEN, &g->sigs[r]);
+        disagree |= !hvd__sig_equal(&g->sigs[r], mine);
     }
     if (mine->flags & HVD_SIG_INVALID) {
         if (!disagree)
@@ -265,7 +267,7 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
                               local_error);
     }
     if (disagree)
-        return report_mismatch(g, what);
+        return hvd__group_report_mismatch(g, what);
     if (gathered) {
         size_t pos = 0;
         for (int k = 0; k < p; k++) {
@@ -274,6 +276,101 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
                 memcpy((uint8_t *)gathered + offs[r], st + pos, lens[r]);
             pos += lens[r];
         }
+    }
+    return HVD_OK;
+}
+
+/* Variable allgather: Bruck's rounds again, but each message is a run of length-prefixed
+ * blocks (u32 length, bytes) whose total only the sender knows, so the transport allocates
+ * each receive after checking it against the bound. g->vbuf accumulates the run in the
+ * rotated order (position k = group rank me + k); g->vpos[k] is where block k starts. */
+static hvd_status_t vbuf_append(hvd_group_t *g, size_t *used, const void *src, size_t n) {
+    if (*used + n > g->vcap) {
+        size_t cap = g->vcap ? g->vcap : 256;
+        while (cap < *used + n)
+            cap *= 2;
+        uint8_t *b = realloc(g->vbuf, cap);
+        if (!b)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for %zu bytes of control data",
+                                  cap);
+        g->vbuf = b;
+        g->vcap = cap;
+    }
+    memcpy(g->vbuf + *used, src, n);
+    *used += n;
+    return HVD_OK;
+}
+
+/* Index the blocks of a received run that should hold exactly cnt of them, each at most max
+ * bytes, appending their starts (relative to base) to g->vpos from position first. */
+static hvd_status_t index_run(hvd_group_t *g, const uint8_t *run, size_t len, int first, int cnt,
+                              size_t base, size_t max, int from, const char *what) {
+    size_t pos = 0;
+    for (int k = 0; k < cnt; k++) {
+        if (len - pos < 4)
+            goto bad;
+        uint32_t n = hvd__le32_get(run + pos);
+        if (n > max || len - pos - 4 < n)
+            goto bad;
+        g->vpos[first + k] = base + pos;
+        pos += 4 + (size_t)n;
+    }
+    if (pos == len)
+        return HVD_OK;
+bad:
+    return hvd__error_set(HVD_ERR_PROTOCOL,
+                          "%s: malformed control message of %zu bytes from rank %d (expected %d "
+                          "blocks of at most %zu bytes)",
+                          what, len, from, cnt, max);
+}
+
+hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
+                                      const uint8_t **blocks, size_t *lens, const char *what) {
+    int p = g->size, me = g->rank;
+    if (len > max || len > UINT32_MAX)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: control message of %zu bytes over %zu",
+                              what, len, max);
+    if (!g->vpos && !(g->vpos = malloc(((size_t)p + 1) * sizeof *g->vpos)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    size_t used = 0;
+    uint8_t pre[4];
+    hvd__le32_put(pre, (uint32_t)len);
+    hvd_status_t st = vbuf_append(g, &used, pre, 4);
+    if (st == HVD_OK && len)
+        st = vbuf_append(g, &used, mine, len);
+    if (st != HVD_OK)
+        return st;
+    g->vpos[0] = 0;
+    int have = 1;
+    hvd_xfer_t *x = hvd__group_xfers(g, 2);
+    if (!x)
+        return HVD_ERR_NO_MEMORY;
+    for (int d = 1; d < p; d <<= 1) {
+        int cnt = d < p - d ? d : p - d;
+        memset(x, 0, 2 * sizeof *x);
+        x[0].peer = hvd__group_peer(g, me - d);
+        x[0].is_send = 1;
+        x[0].iov[0].iov_base = g->vbuf;
+        x[0].iov[0].iov_len = cnt < have ? g->vpos[cnt] : used;
+        x[0].iovcnt = 1;
+        x[1].peer = hvd__group_peer(g, me + d);
+        x[1].alloc_max = (size_t)cnt * (max + 4);
+        st = hvd__group_exchange(g, x, 2, what);
+        uint8_t *run = x[1].iov[0].iov_base;
+        size_t run_len = x[1].iov[0].iov_len;
+        if (st == HVD_OK)
+            st = index_run(g, run, run_len, have, cnt, used, max, hvd__group_peer(g, me + d), what);
+        if (st == HVD_OK)
+            st = vbuf_append(g, &used, run, run_len);
+        free(run);
+        if (st != HVD_OK)
+            return st;
+        have += cnt;
+    }
+    for (int k = 0; k < p; k++) {
+        int r = (me + k) % p;
+        lens[r] = hvd__le32_get(g->vbuf + g->vpos[k]);
+        blocks[r] = g->vbuf + g->vpos[k] + 4;
     }
     return HVD_OK;
 }

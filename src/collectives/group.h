@@ -55,6 +55,8 @@ typedef struct {
     hvd_sig_t *sigs;
     uint8_t *sigbuf;
     size_t *lens, *offs; /* size entries each, for the algorithms' per-rank layouts */
+    uint8_t *vbuf;       /* hvd__group_allgather_var's blocks */
+    size_t vcap, *vpos;
 } hvd_group_t;
 
 /* members (copied) lists the global ranks of the group in group-rank order; rank is this
@@ -85,6 +87,22 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
 
 /* Run one phase of transfers on the group's transport, naming the collective on error. */
 hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, const char *what);
+
+/* Every rank contributes len bytes of mine (at most max, which every rank passes alike);
+ * blocks[r] and lens[r] receive every rank's block (this rank's too). The blocks live in the
+ * group's buffer until its next call. One Bruck allgather: ceil(log2 p) rounds, each message
+ * bounded by the blocks it may carry. For the core's per-cycle control messages, whose
+ * size each rank alone knows. */
+hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
+                                      const uint8_t **blocks, size_t *lens, const char *what);
+
+/* The signature's wire form (HVD_SIG_LEN bytes) and equality, for messages that carry one. */
+void hvd__sig_encode(uint8_t *out, const hvd_sig_t *s);
+void hvd__sig_decode(const uint8_t *in, hvd_sig_t *s);
+int hvd__sig_equal(const hvd_sig_t *a, const hvd_sig_t *b);
+/* HVD_ERR_MISMATCH with the message every rank builds alike from g->sigs (one per rank):
+ * the distinct calls and the ranks that made each. */
+hvd_status_t hvd__group_report_mismatch(hvd_group_t *g, const char *what);
 
 /* "allreduce(count 10, float32, sum)" for messages. */
 void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size);

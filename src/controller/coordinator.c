@@ -62,6 +62,13 @@ size_t hvd__coord_pending(const hvd_coord_t *c) {
     return c->pending;
 }
 
+size_t hvd__coord_requests(const hvd_coord_t *c, const char *name) {
+    for (const name_entry_t *e = c->head; e; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return (size_t)e->count;
+    return 0;
+}
+
 static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
     if (!e->ready_seq && e->count + c->njoined >= c->size && e->count > 0)
         e->ready_seq = ++c->next_seq;
@@ -216,6 +223,25 @@ static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) 
             snprintf(msg + k, sizeof msg - k, " (rank %d and rank %d, tensor '%s')", first_rank, r,
                      e->name);
         }
+    }
+    /* Joined ranks have no tensor to give to anything but a reduction (they contribute
+     * zeros there): the reference's messages. */
+    int present = 0;
+    for (int r = 0; r < c->size; r++)
+        present += e->reqs[r].name != NULL;
+    if (!msg[0] && present < c->size && first->type != HVD_REQ_ALLREDUCE &&
+        first->type != HVD_REQ_ADASUM) {
+        static const char *const join_errors[] = {
+            [HVD_REQ_ALLGATHER] = "Allgather is not supported with Join at this time.",
+            [HVD_REQ_BROADCAST] = "Broadcast is not supported with Join at this time.",
+            [HVD_REQ_ALLTOALL] = "Alltoall is not supported with Join at this time.",
+            [HVD_REQ_REDUCESCATTER] = "Reducescatter is not supported with Join at this time.",
+        };
+        const char *je = first->type < sizeof join_errors / sizeof *join_errors
+                             ? join_errors[first->type]
+                             : NULL;
+        snprintf(msg, sizeof msg, "%s (tensor '%s')",
+                 je ? je : "This operation is not supported with Join at this time.", e->name);
     }
     out->type = first->type;
     out->dtype = first->dtype;

@@ -140,14 +140,14 @@ static void maybe_grow(hvd_tq_t *q) {
 
 /* ---- the operations ---- */
 
-hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *tmpl, hvd_handle_t *handle_p) {
+/* A detached copy of *tmpl (its name copied), or NULL. */
+static hvd_entry_t *entry_copy(const hvd_entry_t *tmpl) {
     hvd_entry_t *e = malloc(sizeof *e);
     char *name = tmpl->name ? strdup(tmpl->name) : NULL;
     if (!e || !name) {
         free(e);
         free(name);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory enqueueing %s",
-                              tmpl->name ? tmpl->name : "a tensor");
+        return NULL;
     }
     *e = *tmpl;
     e->name = name;
@@ -157,25 +157,14 @@ hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *tmpl, hvd_handle_t *ha
     e->in_flight = 1;
     e->waited = 0;
     e->next_new = e->chain_name = e->chain_handle = NULL;
-    pthread_mutex_lock(&q->lock);
-    hvd_status_t st = HVD_OK;
-    if (q->shut_down)
-        st =
-            hvd__error_set(q->shutdown_status, "%s: cannot enqueue: %s", name, q->shutdown_message);
-    else if (find_name(q, name))
-        st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                            "a tensor named '%s' is already being processed; wait for it or use "
-                            "another name",
-                            name);
-    if (st != HVD_OK) {
-        pthread_mutex_unlock(&q->lock);
-        free(name);
-        free(e);
-        return st;
-    }
+    return e;
+}
+
+/* Index e and append it to the FIFO (locked). */
+static void insert_locked(hvd_tq_t *q, hvd_entry_t *e) {
     maybe_grow(q);
     e->handle = q->next_handle++;
-    size_t bn = hash_name(name) & (q->nbuckets - 1),
+    size_t bn = hash_name(e->name) & (q->nbuckets - 1),
            bh = hash_handle(e->handle) & (q->nbuckets - 1);
     e->chain_name = q->by_name[bn];
     q->by_name[bn] = e;
@@ -188,9 +177,55 @@ hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *tmpl, hvd_handle_t *ha
     q->new_tail = e;
     q->count++;
     q->in_flight++;
-    *handle_p = e->handle;
+}
+
+hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *tmpl, hvd_handle_t *handle_p) {
+    return hvd__tq_push_many(q, tmpl, 1, handle_p);
+}
+
+hvd_status_t hvd__tq_push_many(hvd_tq_t *q, const hvd_entry_t *tmpls, size_t n,
+                               hvd_handle_t *handles) {
+    hvd_entry_t **es = calloc(n ? n : 1, sizeof *es);
+    hvd_status_t st = es ? HVD_OK : HVD_ERR_NO_MEMORY;
+    for (size_t i = 0; st == HVD_OK && i < n; i++)
+        if (!(es[i] = entry_copy(&tmpls[i])))
+            st = HVD_ERR_NO_MEMORY;
+    if (st != HVD_OK) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory enqueueing %s",
+                            n && tmpls[0].name ? tmpls[0].name : "a tensor");
+        goto out;
+    }
+    pthread_mutex_lock(&q->lock);
+    for (size_t i = 0; st == HVD_OK && i < n; i++) {
+        int twice = 0;
+        for (size_t j = 0; j < i && !twice; j++)
+            twice = strcmp(es[j]->name, es[i]->name) == 0;
+        if (q->shut_down)
+            st = hvd__error_set(q->shutdown_status, "%s: cannot enqueue: %s", es[i]->name,
+                                q->shutdown_message);
+        else if (twice || find_name(q, es[i]->name))
+            st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                "a tensor named '%s' is already being processed; wait for it or "
+                                "use another name",
+                                es[i]->name);
+    }
+    if (st == HVD_OK) {
+        for (size_t i = 0; i < n; i++) {
+            insert_locked(q, es[i]);
+            handles[i] = es[i]->handle;
+            es[i] = NULL;
+        }
+    }
     pthread_mutex_unlock(&q->lock);
-    return HVD_OK;
+out:
+    for (size_t i = 0; es && i < n; i++) {
+        if (es[i]) {
+            free(es[i]->name);
+            free(es[i]);
+        }
+    }
+    free(es);
+    return st;
 }
 
 size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max) {

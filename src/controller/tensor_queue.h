@@ -55,6 +55,11 @@ void hvd__tq_destroy(hvd_tq_t *q);
  * name is in flight; HVD_ERR_SHUT_DOWN after hvd__tq_fail_all with a shutdown. */
 hvd_status_t hvd__tq_push(hvd_tq_t *q, const hvd_entry_t *e, hvd_handle_t *handle_p);
 
+/* Enqueue n entries atomically: all of them (handles[i] for tmpls[i]) or none (a name in
+ * flight or repeated within the batch, a shut-down queue). They are taken together. */
+hvd_status_t hvd__tq_push_many(hvd_tq_t *q, const hvd_entry_t *tmpls, size_t n,
+                               hvd_handle_t *handles);
+
 /* Move up to max entries pushed since the last take into out[], in push order. They stay
  * owned by the queue. Returns how many. */
 size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max);

@@ -774,7 +774,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
                                 what, t->timeout_ms / 1000, waits);
             goto fail;
         }
-        if (idle < t->busy_poll_us) {
+        if (idle < t->busy_poll_us && !t->base.quiet) {
             if (t->yield_when_idle)
                 sched_yield();
             continue;

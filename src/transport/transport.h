@@ -77,6 +77,9 @@ typedef struct {
 struct hvd_transport {
     const hvd_transport_ops_t *ops;
     int rank, size; /* global */
+    /* Set by the caller between exchanges: wait without busy-polling (the core's background
+     * thread, whose idle cycles must not burn a core the training code needs). */
+    int quiet;
 };
 
 #endif

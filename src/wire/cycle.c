@@ -1,0 +1,88 @@
+/* The per-cycle control message (cycle.h). */
+#include "wire/cycle.h"
+
+#include "common/error.h"
+#include "wire/le.h"
+
+#include <string.h>
+
+size_t hvd__cycle_size(const hvd_cycle_msg_t *m) {
+    size_t words = (size_t)m->nwords * 8;
+    return HVD_CYC_HEADER_LEN + words + (m->invalid ? words : 0) + m->payload_len + m->reason_len;
+}
+
+void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
+    out[0] = 'H';
+    out[1] = 'C';
+    out[2] = HVD_CYC_VERSION;
+    out[3] = (uint8_t)((m->flags & ~HVD_CYC_INVALID) | (m->invalid ? HVD_CYC_INVALID : 0));
+    out[4] = m->comm;
+    out[5] = 0;
+    hvd__le32_put(out + 6, m->nwords);
+    hvd__le32_put(out + 10, m->payload_len);
+    hvd__le16_put(out + 14, m->reason_len);
+    out[16] = out[17] = 0;
+    hvd__sig_encode(out + 18, &m->sig);
+    uint8_t *p = out + HVD_CYC_HEADER_LEN;
+    size_t words = (size_t)m->nwords * 8;
+    if (words)
+        memcpy(p, m->hits, words);
+    p += words;
+    if (m->invalid) {
+        memcpy(p, m->invalid, words);
+        p += words;
+    }
+    if (m->payload_len)
+        memcpy(p, m->payload, m->payload_len);
+    p += m->payload_len;
+    if (m->reason_len)
+        memcpy(p, m->reason, m->reason_len);
+}
+
+hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_words,
+                               size_t max_payload, int from_rank, hvd_cycle_msg_t *m) {
+    const char *why;
+    if (len < HVD_CYC_HEADER_LEN) {
+        why = "truncated header";
+        goto bad;
+    }
+    if (buf[0] != 'H' || buf[1] != 'C' || buf[2] != HVD_CYC_VERSION) {
+        why = "bad magic or version";
+        goto bad;
+    }
+    hvd_cycle_msg_t d = {.flags = buf[3], .comm = buf[4]};
+    d.nwords = hvd__le32_get(buf + 6);
+    d.payload_len = hvd__le32_get(buf + 10);
+    d.reason_len = hvd__le16_get(buf + 14);
+    if (d.nwords > max_words || d.payload_len > max_payload || d.reason_len > HVD_CYC_REASON_MAX) {
+        why = "a bound exceeded";
+        goto bad;
+    }
+    hvd__sig_decode(buf + 18, &d.sig);
+    size_t words = (size_t)d.nwords * 8;
+    size_t need = HVD_CYC_HEADER_LEN + words + ((d.flags & HVD_CYC_INVALID) ? words : 0) +
+                  d.payload_len + d.reason_len;
+    if (need != len) {
+        why = need > len ? "truncated" : "trailing bytes";
+        goto bad;
+    }
+    const uint8_t *p = buf + HVD_CYC_HEADER_LEN;
+    d.hits = p;
+    p += words;
+    if (d.flags & HVD_CYC_INVALID) {
+        d.invalid = p;
+        p += words;
+    }
+    d.payload = d.payload_len ? p : NULL;
+    p += d.payload_len;
+    d.reason = (const char *)p;
+    *m = d;
+    return HVD_OK;
+bad:
+    return hvd__error_set(HVD_ERR_PROTOCOL, "malformed cycle message of %zu bytes from rank %d: %s",
+                          len, from_rank, why);
+}
+
+uint64_t hvd__cycle_word(const uint8_t *words, uint32_t w) {
+    return hvd__le64_get(words + (size_t)w * 8);
+}
