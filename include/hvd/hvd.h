@@ -138,6 +138,76 @@ HVD_API hvd_status_t hvd_reducescatter(const void *sendbuf, void *recvbuf, size_
 /* Return once every rank has entered the barrier. */
 HVD_API hvd_status_t hvd_barrier(void);
 
+/* ---- Named asynchronous collectives (the core: background negotiation and fusion) ----
+ *
+ * Each call enqueues one named operation and returns at once with a handle. Ranks may
+ * enqueue names in any order and from any thread; an operation runs once every rank has
+ * enqueued its name (rank 0 coordinates, and every rank runs the agreed operations in the
+ * same order). Allreduces that are ready together are fused into one collective on a
+ * persistent buffer of HOROVOD_FUSION_THRESHOLD bytes. Buffers must stay valid and
+ * untouched until the handle completes.
+ *
+ * Names are 1..1024 bytes without NUL. Enqueueing a name that is still in flight on this
+ * rank fails at once with HVD_ERR_INVALID_ARG; the earlier operation is unaffected. When
+ * ranks disagree on a name's operation, dtype, count, reduce op, scale factors or root,
+ * every rank's handle completes with HVD_ERR_MISMATCH and a message naming the ranks.
+ * A name enqueued on only some ranks keeps waiting (the stall inspector names it and the
+ * missing ranks after HOROVOD_STALL_CHECK_TIME_SECONDS) without holding up other names or
+ * blocking calls. When a rank fails or dies, every pending handle on every rank completes
+ * with the first failure's status and a message naming its rank and host.
+ *
+ * The blocking collectives above are ordered calls on the same engine: they may be mixed
+ * freely with the asynchronous ones. */
+
+/* Allreduce of the named buffer (count elements; sendbuf == recvbuf is in place). */
+HVD_API hvd_status_t hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
+                                         size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                         hvd_handle_t *handle_p);
+/* hvd_allreduce_async with scale factors (as hvd_allreduce_ex; global communicator). */
+HVD_API hvd_status_t hvd_allreduce_async_ex(const char *name, const void *sendbuf, void *recvbuf,
+                                            size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                            double prescale, double postscale,
+                                            hvd_handle_t *handle_p);
+/* n allreduces enqueued atomically, named "<name>.0" .. "<name>.<n-1>", so that they are
+ * negotiated together and fused as one unit (when they fit the fusion threshold).
+ * handles receives n handles, each waited for separately. */
+HVD_API hvd_status_t hvd_grouped_allreduce_async(const char *name, size_t n,
+                                                 const void *const *sendbufs, void *const *recvbufs,
+                                                 const size_t *counts, hvd_dtype_t dtype,
+                                                 hvd_reduce_op_t op, hvd_handle_t *handles);
+HVD_API hvd_status_t hvd_broadcast_async(const char *name, void *buf, size_t count,
+                                         hvd_dtype_t dtype, int root, hvd_handle_t *handle_p);
+/* recvbuf holds size * count elements, as hvd_allgather. */
+HVD_API hvd_status_t hvd_allgather_async(const char *name, const void *sendbuf, size_t count,
+                                         void *recvbuf, hvd_dtype_t dtype, hvd_handle_t *handle_p);
+/* As hvd_alltoall. */
+HVD_API hvd_status_t hvd_alltoall_async(const char *name, const void *sendbuf, void *recvbuf,
+                                        size_t count, hvd_dtype_t dtype, hvd_handle_t *handle_p);
+/* As hvd_reducescatter (op SUM or AVERAGE). */
+HVD_API hvd_status_t hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf,
+                                             size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                             hvd_handle_t *handle_p);
+
+/* 1 when the handle's operation is done (hvd_wait then returns at once), 0 while it is
+ * pending, negative for a handle that is unknown or already released. Never blocks. */
+HVD_API int hvd_poll(hvd_handle_t handle);
+/* Wait for the operation and release the handle; returns its status (details in
+ * hvd_last_error). The waiting thread drives the negotiation and the data itself, so a
+ * wait costs no thread hand-off. Bounded by the job's timeout like every wait. */
+HVD_API hvd_status_t hvd_wait(hvd_handle_t handle);
+
+/* For a rank that has run out of data: blocks until every rank has joined. Until then this
+ * rank takes part in the other ranks' allreduces with zeros (AVERAGE still divides by the
+ * job's size). *last_joined_rank_p (may be NULL) receives the rank that joined last.
+ * Allgather, broadcast, alltoall and reducescatter fail while a rank has joined. */
+HVD_API hvd_status_t hvd_join(int *last_joined_rank_p);
+
+/* Timeline (rank 0 writes it): start writing a Chrome trace to path (replacing one already
+ * being written; HOROVOD_TIMELINE starts one at init), with CYCLE_START marks when
+ * mark_cycles. Stop closes it; the file is valid JSON at every moment. */
+HVD_API hvd_status_t hvd_start_timeline(const char *path, int mark_cycles);
+HVD_API hvd_status_t hvd_stop_timeline(void);
+
 #ifdef __cplusplus
 }
 #endif

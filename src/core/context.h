@@ -9,7 +9,9 @@
 #include "rendezvous/store_client.h"
 #include "transport/transport.h"
 
-typedef struct {
+typedef struct hvd_engine hvd_engine_t;
+
+typedef struct hvd_context {
     int initialized;
     unsigned generation; /* hvd_init calls so far in this process; names the check-in scope */
     hvd_params_t params;
@@ -17,11 +19,16 @@ typedef struct {
     hvd_store_client_t *store; /* NULL for a job of size 1 without a launcher */
     hvd_transport_t *tp;       /* NULL when size is 1 */
     hvd_group_t global, local, cross;
+    char **hosts;         /* every rank's host name, for messages */
+    hvd_engine_t *engine; /* the core: every collective goes through it */
 } hvd_context_t;
 
-/* Enter a collective: takes the collective lock (one collective at a time, and none during
- * init or shutdown) and returns the context, or HVD_ERR_SHUT_DOWN (lock not held) when hvd
- * is not initialised. */
+/* The group of a communicator, or NULL for an unknown one. */
+hvd_group_t *hvd__context_group(hvd_context_t *c, int comm);
+
+/* Enter an API call that uses the engine: holds off hvd_shutdown's teardown (not its
+ * stopping of the engine, which completes what waits) until hvd__context_leave, and returns
+ * the context, or HVD_ERR_SHUT_DOWN (nothing held) when hvd is not initialised. */
 hvd_status_t hvd__context_enter(hvd_context_t **ctx_p);
 void hvd__context_leave(void);
 

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/context.h"
+#include "core/engine.h"
 #include "os/netif.h"
 #include "os/socket.h"
 #include "transport/tcp.h"
@@ -16,11 +17,14 @@
 #include <unistd.h>
 
 static hvd_context_t ctx;
-/* ctx_lock guards the context fields for the queries; coll_lock is held for a whole
- * collective, so init and shutdown (which take both) never pull a transport away from one
- * in flight, while rank queries from other threads do not wait for collectives. */
+/* ctx_lock guards the context fields for the queries. use_lock is read-held by every API
+ * call that uses the engine and write-held by init and shutdown, so they never pull the
+ * engine away from a call in flight (hvd_shutdown first stops the engine, which completes
+ * every waiting call). life_lock orders init and shutdown themselves. Rank queries from
+ * other threads wait for neither. */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t use_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What each rank publishes when it checks in: where its data-plane listener is, and its
  * place on its host. */
@@ -270,6 +274,11 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     for (int r = 0; r < p->size; r++) {
         addrs[r] = infos[r].addr;
         all[r] = r;
+        if (!(c->hosts[r] = strdup(infos[r].addr.host))) {
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+            close(lfd);
+            goto out;
+        }
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
     int oversubscribed = p->local_size > online_cpus();
@@ -310,11 +319,41 @@ out:
     return st;
 }
 
+static void free_hosts(hvd_context_t *c) {
+    if (c->hosts)
+        for (int r = 0; r < c->params.size; r++)
+            free(c->hosts[r]);
+    free(c->hosts);
+    c->hosts = NULL;
+}
+
+/* The groups and transport (the store and secret are the caller's). */
+static void free_groups(hvd_context_t *c) {
+    hvd__group_fini(&c->global);
+    hvd__group_fini(&c->local);
+    hvd__group_fini(&c->cross);
+    if (c->tp)
+        c->tp->ops->destroy(c->tp);
+    c->tp = NULL;
+}
+
+static hvd_status_t start_engine(hvd_context_t *c) {
+    if (!c->hosts[c->params.rank] &&
+        !(c->hosts[c->params.rank] = strdup(c->params.hostname ? c->params.hostname : "?")))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    return hvd__engine_create(c, &c->engine);
+}
+
 static hvd_status_t init_locked(void) {
     hvd_status_t st = hvd__params_load(&ctx.params, NULL, NULL);
     if (st != HVD_OK)
         return st;
     hvd_params_t *p = &ctx.params;
+    ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *ctx.hosts);
+    if (!ctx.hosts) {
+        hvd__params_fini(&ctx.params);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
     hvd__log_configure(p->log_level, p->log_hide_time, p->size > 1 ? p->rank : -1);
     st = check_topology(p);
     if (st != HVD_OK)
@@ -327,7 +366,12 @@ static hvd_status_t init_locked(void) {
                                 p->size);
             goto err_params;
         }
-        return make_solo_groups(&ctx);
+        st = make_solo_groups(&ctx);
+        if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
+            free_groups(&ctx);
+        if (st != HVD_OK)
+            goto err_params;
+        return HVD_OK;
     }
     if (p->rendezvous_port <= 0) {
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
@@ -351,6 +395,10 @@ static hvd_status_t init_locked(void) {
     st = p->size == 1 ? make_solo_groups(&ctx) : connect_job(&ctx);
     if (st != HVD_OK)
         goto err_destroy_store;
+    if ((st = start_engine(&ctx)) != HVD_OK) {
+        free_groups(&ctx);
+        goto err_destroy_store;
+    }
     return HVD_OK;
 
 err_destroy_store:
@@ -359,6 +407,7 @@ err_destroy_store:
 err_wipe_secret:
     hvd__secret_wipe(&ctx.secret);
 err_params:
+    free_hosts(&ctx);
     hvd__params_fini(&ctx.params);
     return st;
 }
@@ -373,7 +422,8 @@ hvd_status_t hvd_init(void) {
 }
 
 hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
-    pthread_mutex_lock(&coll_lock);
+    pthread_mutex_lock(&life_lock);
+    pthread_rwlock_wrlock(&use_lock);
     pthread_mutex_lock(&ctx_lock);
     if (cfg)
         config = *cfg;
@@ -381,7 +431,8 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
         hvd_config_init(&config);
     if (config.timeout_seconds < 0) {
         pthread_mutex_unlock(&ctx_lock);
-        pthread_mutex_unlock(&coll_lock);
+        pthread_rwlock_unlock(&use_lock);
+        pthread_mutex_unlock(&life_lock);
         return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_init_ex: timeout_seconds %d is negative",
                               config.timeout_seconds);
     }
@@ -400,38 +451,44 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
     }
     config.network_interface = NULL; /* the caller's string is not kept */
     pthread_mutex_unlock(&ctx_lock);
-    pthread_mutex_unlock(&coll_lock);
+    pthread_rwlock_unlock(&use_lock);
+    pthread_mutex_unlock(&life_lock);
     return st;
 }
 
 hvd_status_t hvd_shutdown(void) {
-    pthread_mutex_lock(&coll_lock);
+    pthread_mutex_lock(&life_lock);
     pthread_mutex_lock(&ctx_lock);
-    if (!ctx.initialized) {
-        pthread_mutex_unlock(&ctx_lock);
-        pthread_mutex_unlock(&coll_lock);
+    int initialized = ctx.initialized;
+    pthread_mutex_unlock(&ctx_lock);
+    if (!initialized) {
+        pthread_mutex_unlock(&life_lock);
         return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd_shutdown: hvd is not initialised");
     }
-    hvd__group_fini(&ctx.global);
-    hvd__group_fini(&ctx.local);
-    hvd__group_fini(&ctx.cross);
-    if (ctx.tp)
-        ctx.tp->ops->destroy(ctx.tp);
-    ctx.tp = NULL;
+    /* Stopping the engine completes every call waiting in it, so the write lock below
+     * does not wait for calls that could wait for ever. */
+    hvd__engine_stop(ctx.engine);
+    pthread_rwlock_wrlock(&use_lock);
+    pthread_mutex_lock(&ctx_lock);
+    hvd__engine_destroy(ctx.engine);
+    ctx.engine = NULL;
+    free_groups(&ctx);
     hvd__store_client_destroy(ctx.store);
     ctx.store = NULL;
     hvd__secret_wipe(&ctx.secret);
+    free_hosts(&ctx);
     hvd__params_fini(&ctx.params);
     ctx.initialized = 0;
     pthread_mutex_unlock(&ctx_lock);
-    pthread_mutex_unlock(&coll_lock);
+    pthread_rwlock_unlock(&use_lock);
+    pthread_mutex_unlock(&life_lock);
     return HVD_OK;
 }
 
 hvd_status_t hvd__context_enter(hvd_context_t **ctx_p) {
-    pthread_mutex_lock(&coll_lock);
+    pthread_rwlock_rdlock(&use_lock);
     if (!ctx.initialized) {
-        pthread_mutex_unlock(&coll_lock);
+        pthread_rwlock_unlock(&use_lock);
         return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd is not initialised (call hvd_init first)");
     }
     *ctx_p = &ctx;
@@ -439,7 +496,19 @@ hvd_status_t hvd__context_enter(hvd_context_t **ctx_p) {
 }
 
 void hvd__context_leave(void) {
-    pthread_mutex_unlock(&coll_lock);
+    pthread_rwlock_unlock(&use_lock);
+}
+
+hvd_group_t *hvd__context_group(hvd_context_t *c, int comm) {
+    switch (comm) {
+    case HVD_COMM_GLOBAL:
+        return &c->global;
+    case HVD_COMM_LOCAL:
+        return &c->local;
+    case HVD_COMM_CROSS:
+        return &c->cross;
+    }
+    return NULL;
 }
 
 int hvd_is_initialized(void) {

@@ -1,0 +1,665 @@
+/* One cycle of the engine (engine.h): intake, the cycle message, the response cache,
+ * negotiation with the coordinator, then execution in the agreed order. */
+#include "core/engine_impl.h"
+
+#include "collectives/coll.h"
+#include "collectives/control.h"
+#include "collectives/dtype.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "controller/fusion.h"
+#include "wire/le.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest payload a blocking call carries inline (allreduce's small path on up to 4 ranks). */
+#define PAYLOAD_MAX HVD_SMALL_ALLREDUCE_BYTES_UPTO4
+/* Bound on one rank's request list (every name at most 1 KiB). */
+#define REQUESTS_MAX ((size_t)64 << 20)
+#define RESPONSES_MAX ((size_t)256 << 20)
+
+static const char *type_name(int t) {
+    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST",     "JOIN", "ADASUM",
+                                  "ALLTOALL",  "BARRIER",   "REDUCESCATTER", "ERROR"};
+    return t >= 0 && t < 9 ? names[t] : "UNKNOWN";
+}
+
+static hvd_status_t pend_add(hvd_pend_list_t *l, hvd_entry_t *x, uint32_t bit, int64_t since) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        hvd_pend_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (hvd_pend_t){.e = x, .bit = bit, .since_ms = since};
+    return HVD_OK;
+}
+
+/* The request describing entry x. ALLGATHER and ALLTOALL are [1, count] so that the
+ * coordinator checks count (a later dimension) while the first stays free. */
+static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
+    memset(r, 0, sizeof *r);
+    r->rank = rank;
+    r->type = (uint8_t)x->type;
+    r->dtype = (uint8_t)x->dtype;
+    r->op = (uint8_t)x->op;
+    r->root = x->type == HVD_REQ_BROADCAST ? x->root : 0;
+    r->prescale = x->prescale;
+    r->postscale = x->postscale;
+    r->name = x->name;
+    if (x->type == HVD_REQ_ALLGATHER || x->type == HVD_REQ_ALLTOALL) {
+        r->ndims = 2;
+        r->dims[0] = 1;
+        r->dims[1] = (int64_t)x->count;
+    } else if (x->type != HVD_REQ_JOIN) {
+        r->ndims = 1;
+        r->dims[0] = (int64_t)x->count;
+    }
+}
+
+static int cacheable(int type) {
+    return type != HVD_REQ_JOIN && type != HVD_REQ_BARRIER;
+}
+
+/* Classify a named operation against the cache into the hits, uncached or invalid list. */
+static hvd_status_t classify(hvd_engine_t *e, hvd_entry_t *x, int64_t since) {
+    if (!e->cache || !cacheable(x->type))
+        return pend_add(&e->uncached, x, 0, since);
+    hvd_request_t r;
+    entry_request(x, e->ctx->global.rank, &r);
+    uint32_t bit = 0;
+    switch (hvd__cache_lookup(e->cache, &r, &bit)) {
+    case HVD_CACHE_HIT:
+        return pend_add(&e->hits, x, bit, since);
+    case HVD_CACHE_INVALID:
+        return pend_add(&e->invalid, x, bit, since);
+    default:
+        return pend_add(&e->uncached, x, 0, since);
+    }
+}
+
+/* Take what was enqueued since the last cycle. */
+static hvd_status_t intake(hvd_engine_t *e, int64_t now) {
+    hvd_entry_t *batch[256];
+    size_t n;
+    while ((n = hvd__tq_take(e->tq, batch, 256)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            hvd_entry_t *x = batch[i];
+            if (x->type == HVD_REQ_JOIN) {
+                e->join_entry = x;
+                e->joined = 1;
+                e->join_unsent = 1;
+                continue;
+            }
+            hvd_status_t st = classify(e, x, now);
+            if (st != HVD_OK)
+                return st;
+        }
+    }
+    /* A hit waiting longer than the stall warning is turned into a request the coordinator
+     * sees, so the stall inspector can name the ranks that never submitted it. */
+    if (e->stall_warn_ms > 0) {
+        for (size_t i = 0; i < e->hits.n;) {
+            hvd_pend_t *h = &e->hits.v[i];
+            if (now - h->since_ms < e->stall_warn_ms) {
+                i++;
+                continue;
+            }
+            hvd_status_t st = pend_add(&e->invalid, h->e, h->bit, h->since_ms);
+            if (st != HVD_OK)
+                return st;
+            e->hits.v[i] = e->hits.v[--e->hits.n];
+        }
+    }
+    return HVD_OK;
+}
+
+static hvd_status_t grow(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap)
+        return HVD_OK;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    uint8_t *b = realloc(*buf, c);
+    if (!b)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    *buf = b;
+    *cap = c;
+    return HVD_OK;
+}
+
+static void set_bit(uint8_t *words, uint32_t bit) {
+    words[bit / 8] |= (uint8_t)(1u << (bit % 8));
+}
+
+static int get_bit(const uint8_t *words, uint32_t bit) {
+    return (words[bit / 8] >> (bit % 8)) & 1;
+}
+
+/* Encode this rank's cycle message into e->msg. Word areas in e->words: [0] hits,
+ * [1] invalid, [2] AND of every rank's hits, [3] OR of every rank's invalid bits (the
+ * bit-vectors are little-endian u64 words, i.e. bit b is byte b/8, bit b%8). */
+static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwords,
+                                  size_t *len_p) {
+    size_t wbytes = (size_t)nwords * 8;
+    hvd_status_t st = grow(&e->words, &e->words_cap, 4 * wbytes + 1);
+    if (st != HVD_OK)
+        return st;
+    memset(e->words, 0, 4 * wbytes);
+    uint8_t *hits = e->words, *inv = e->words + wbytes;
+    for (size_t i = 0; i < e->hits.n; i++)
+        set_bit(hits, e->hits.v[i].bit);
+    if (e->joined) {
+        /* A joined rank takes part in every cached allreduce, with zeros. */
+        for (uint32_t b = 0; b < nwords * 64; b++) {
+            const hvd_request_t *r = hvd__cache_get(e->cache, b);
+            if (r && r->type == HVD_REQ_ALLREDUCE)
+                set_bit(hits, b);
+        }
+    }
+    for (size_t i = 0; i < e->invalid.n; i++)
+        set_bit(inv, e->invalid.v[i].bit);
+    hvd_cycle_msg_t m = {.nwords = nwords, .hits = hits, .invalid = e->invalid.n ? inv : NULL};
+    if (e->uncached.n || e->join_unsent)
+        m.flags |= HVD_CYC_UNCACHED;
+    if (e->shutdown_requested) {
+        m.flags |= HVD_CYC_SHUTDOWN;
+        m.reason = "hvd_shutdown was called";
+        m.reason_len = (uint16_t)strlen(m.reason);
+    }
+    if (p) {
+        m.flags |= HVD_CYC_BLOCKING | (p->payload_path ? HVD_CYC_PAYLOAD : 0);
+        m.comm = (uint8_t)p->op.comm;
+        m.sig = p->sig;
+        m.payload = p->payload;
+        m.payload_len = (uint32_t)p->payload_len;
+    }
+    size_t len = hvd__cycle_size(&m);
+    st = grow(&e->msg, &e->msg_cap, len);
+    if (st != HVD_OK)
+        return st;
+    hvd__cycle_encode(&m, e->msg);
+    *len_p = len;
+    return HVD_OK;
+}
+
+static const char *host_of(hvd_engine_t *e, int rank) {
+    return e->ctx->hosts && e->ctx->hosts[rank] ? e->ctx->hosts[rank] : "?";
+}
+
+/* Erase, on every rank alike, the cache entries some rank found stale; move this rank's
+ * operations whose entries are gone to the uncached list. */
+static hvd_status_t erase_invalid(hvd_engine_t *e, uint32_t nwords, const uint8_t *or_words) {
+    for (uint32_t b = 0; b < nwords * 64; b++)
+        if (get_bit(or_words, b))
+            hvd__cache_erase(e->cache, b);
+    hvd_pend_list_t *lists[2] = {&e->hits, &e->invalid};
+    for (int k = 0; k < 2; k++) {
+        hvd_pend_list_t *l = lists[k];
+        for (size_t i = 0; i < l->n;) {
+            if (k == 1 || get_bit(or_words, l->v[i].bit)) {
+                hvd_status_t st = pend_add(&e->uncached, l->v[i].e, 0, l->v[i].since_ms);
+                if (st != HVD_OK)
+                    return st;
+                l->v[i] = l->v[--l->n];
+            } else {
+                i++;
+            }
+        }
+    }
+    return HVD_OK;
+}
+
+/* After cache insertions (which may evict), re-check every waiting hit: its bit may now
+ * name another tensor. */
+static hvd_status_t recheck_hits(hvd_engine_t *e) {
+    for (size_t i = 0; i < e->hits.n;) {
+        hvd_request_t r;
+        entry_request(e->hits.v[i].e, e->ctx->global.rank, &r);
+        uint32_t bit;
+        if (hvd__cache_lookup(e->cache, &r, &bit) == HVD_CACHE_HIT) {
+            e->hits.v[i++].bit = bit;
+            continue;
+        }
+        hvd_status_t st = pend_add(&e->uncached, e->hits.v[i].e, 0, e->hits.v[i].since_ms);
+        if (st != HVD_OK)
+            return st;
+        e->hits.v[i] = e->hits.v[--e->hits.n];
+    }
+    return HVD_OK;
+}
+
+/* A one-tensor response reproducing the cached request r. */
+static hvd_status_t response_of(const hvd_request_t *r, hvd_response_t *out) {
+    memset(out, 0, sizeof *out);
+    out->type = r->type;
+    out->dtype = r->dtype;
+    out->op = r->op;
+    out->prescale = r->prescale;
+    out->postscale = r->postscale;
+    out->last_joined_rank = -1;
+    out->names = malloc(sizeof *out->names);
+    out->sizes = malloc(sizeof *out->sizes);
+    out->error = strdup("");
+    if (out->names)
+        out->names[0] = strdup(r->name);
+    if (!out->names || !out->sizes || !out->error || !out->names[0])
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    out->nnames = 1;
+    int64_t n = 1;
+    for (int d = 0; d < r->ndims; d++)
+        n *= r->dims[d];
+    out->sizes[0] = n;
+    out->nsizes = 1;
+    return HVD_OK;
+}
+
+static hvd_status_t list_append(hvd_response_list_t *l, hvd_response_t **item_p) {
+    hvd_response_t *items = realloc(l->items, (l->count + 1) * sizeof *items);
+    if (!items)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    l->items = items;
+    *item_p = &l->items[l->count++];
+    memset(*item_p, 0, sizeof **item_p);
+    return HVD_OK;
+}
+
+/* Rank 0's timeline of cached negotiations: open when a first rank hits a bit, one mark
+ * per rank as it does, closed when every rank has. */
+static void timeline_hits(hvd_engine_t *e, uint32_t nwords, const uint8_t *common) {
+    if (!e->tl || !e->cache)
+        return;
+    size_t nbits = (size_t)nwords * 64;
+    if (nbits > e->tl_neg_cap) {
+        int64_t *v = realloc(e->tl_negotiating, nbits * sizeof *v);
+        if (!v)
+            return;
+        memset(v + e->tl_neg_cap, 0, (nbits - e->tl_neg_cap) * sizeof *v);
+        e->tl_negotiating = v;
+        e->tl_neg_cap = nbits;
+    }
+    int p = e->ctx->global.size;
+    for (uint32_t b = 0; b < nbits; b++) {
+        const hvd_request_t *r = hvd__cache_get(e->cache, b);
+        if (!r)
+            continue;
+        for (int k = 0; k < p; k++) {
+            if (!get_bit(e->msgs[k].hits, b))
+                continue;
+            if (!e->tl_negotiating[b]) {
+                char act[48];
+                snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(r->type));
+                hvd__timeline_begin(e->tl, r->name, act);
+                e->tl_negotiating[b] = 1;
+            }
+            hvd__timeline_rank_ready(e->tl, r->name, k);
+        }
+        if (get_bit(common, b) && e->tl_negotiating[b]) {
+            hvd__timeline_end(e->tl, r->name, NULL);
+            e->tl_negotiating[b] = 0;
+        }
+    }
+}
+
+/* The slow path: every rank sends its uncached requests to rank 0, which records them,
+ * takes what is ready everywhere and broadcasts that. Appends the new responses to out. */
+static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t now) {
+    hvd_group_t *g = &e->ctx->global;
+    int me = g->rank, p = g->size;
+    size_t n = e->uncached.n + (e->join_unsent ? 1 : 0);
+    hvd_request_list_t mine = {.count = (uint32_t)n};
+    mine.items = calloc(n ? n : 1, sizeof *mine.items);
+    if (!mine.items)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    for (size_t i = 0; i < e->uncached.n; i++)
+        entry_request(e->uncached.v[i].e, me, &mine.items[i]);
+    if (e->join_unsent) {
+        hvd_request_t *j = &mine.items[n - 1];
+        j->rank = me;
+        j->type = HVD_REQ_JOIN;
+        j->name = "join.noname";
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    hvd_status_t st = hvd__neg_requests_encode(&mine, &buf, &len);
+    free(mine.items);
+    if (st != HVD_OK)
+        return st;
+    uint8_t **bufs = NULL;
+    size_t *lens = NULL;
+    if (me == 0) {
+        bufs = calloc((size_t)p, sizeof *bufs);
+        lens = calloc((size_t)p, sizeof *lens);
+        if (!bufs || !lens) {
+            free(bufs);
+            free(lens);
+            free(buf);
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+        }
+    }
+    st = hvd__control_gather(g, 0, buf, len, REQUESTS_MAX, bufs, lens, "negotiation (requests)");
+    free(buf);
+    buf = NULL;
+    hvd_response_list_t fresh = {0};
+    if (st == HVD_OK && me == 0) {
+        for (int r = 0; r < p && st == HVD_OK; r++) {
+            hvd_request_list_t l;
+            st = hvd__neg_requests_decode(bufs[r], lens[r], &l);
+            if (st != HVD_OK) {
+                st = hvd__error_wrap(st, "requests of rank %d (%s)", r, host_of(e, r));
+                break;
+            }
+            for (uint32_t i = 0; i < l.count && st == HVD_OK; i++) {
+                hvd_request_t *q = &l.items[i];
+                q->rank = r; /* a rank speaks for itself only */
+                int first = q->type != HVD_REQ_JOIN && hvd__coord_requests(e->coord, q->name) == 0;
+                st = hvd__coord_add(e->coord, q);
+                if (st != HVD_OK || q->type == HVD_REQ_JOIN)
+                    continue;
+                if (e->stall)
+                    hvd__stall_ready(e->stall, q->name, r, now);
+                if (e->tl) {
+                    if (first) {
+                        char act[48];
+                        snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(q->type));
+                        hvd__timeline_begin(e->tl, q->name, act);
+                    }
+                    hvd__timeline_rank_ready(e->tl, q->name, r);
+                }
+            }
+            hvd__neg_requests_fini(&l);
+        }
+        if (st == HVD_OK)
+            st = hvd__coord_take_ready(e->coord, &fresh);
+        for (uint32_t i = 0; st == HVD_OK && i < fresh.count; i++) {
+            for (uint32_t k = 0; k < fresh.items[i].nnames; k++) {
+                if (e->stall)
+                    hvd__stall_done(e->stall, fresh.items[i].names[k]);
+                if (e->tl)
+                    hvd__timeline_end(e->tl, fresh.items[i].names[k], NULL);
+            }
+        }
+        if (st == HVD_OK)
+            st = hvd__neg_responses_encode(&fresh, &buf, &len);
+    }
+    if (bufs)
+        for (int r = 0; r < p; r++)
+            free(bufs[r]);
+    free(bufs);
+    free(lens);
+    if (st != HVD_OK) {
+        /* Rank 0 cannot answer: the others wait in the broadcast until it fails the job. */
+        hvd__neg_responses_fini(&fresh);
+        return st;
+    }
+    st = hvd__control_bcast(g, 0, &buf, &len, RESPONSES_MAX, "negotiation (responses)");
+    if (st == HVD_OK && me != 0)
+        st = hvd__neg_responses_decode(buf, len, &fresh);
+    free(buf);
+    if (st != HVD_OK) {
+        hvd__neg_responses_fini(&fresh);
+        return st;
+    }
+    e->uncached.n = 0;
+    e->join_unsent = 0;
+    for (uint32_t i = 0; i < fresh.count && st == HVD_OK; i++) {
+        hvd_response_t *item;
+        st = list_append(out, &item);
+        if (st == HVD_OK) {
+            *item = fresh.items[i];
+            memset(&fresh.items[i], 0, sizeof fresh.items[i]);
+        }
+    }
+    hvd__neg_responses_fini(&fresh);
+    return st;
+}
+
+/* Cache the new responses' requests (every rank alike, in order) before they run: their
+ * entries may be released as soon as they complete. */
+static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, uint32_t from) {
+    if (!e->cache)
+        return HVD_OK;
+    int puts = 0;
+    for (uint32_t i = from; i < l->count; i++) {
+        const hvd_response_t *r = &l->items[i];
+        if (r->type == HVD_RESP_ERROR || !cacheable(r->type) || r->nnames != 1)
+            continue;
+        hvd_request_t q;
+        hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
+        if (x && x->type == r->type) {
+            entry_request(x, -1, &q);
+        } else if (r->type == HVD_REQ_ALLREDUCE && r->nsizes == 1) {
+            /* a joined rank has no entry; an allreduce's response says it all */
+            memset(&q, 0, sizeof q);
+            q.type = r->type;
+            q.dtype = r->dtype;
+            q.op = r->op;
+            q.prescale = r->prescale;
+            q.postscale = r->postscale;
+            q.ndims = 1;
+            q.dims[0] = r->sizes[0];
+            q.name = r->names[0];
+        } else {
+            continue; /* cannot happen: the coordinator errors such a response */
+        }
+        int evicted = 0;
+        hvd_status_t st = hvd__cache_put(e->cache, &q, NULL, &evicted);
+        if (st != HVD_OK)
+            return st;
+        if (evicted) {
+            static int warned;
+            if (!warned++)
+                HVD_LOG_W("A response has been evicted from cache which may indicate reduced "
+                          "performance. Better performance may be obtained by disabling caching "
+                          "(HOROVOD_CACHE_CAPACITY=0) or increasing the cache capacity "
+                          "(HOROVOD_CACHE_CAPACITY>%u).",
+                          hvd__cache_capacity(e->cache));
+        }
+        puts = 1;
+    }
+    return puts ? recheck_hits(e) : HVD_OK;
+}
+
+/* The posted blocking call's readiness: 1 when every member of its group posted the same
+ * call number on the same communicator; *inline_p when, moreover, every signature is the
+ * same and marked for the payload path. *missing gets the members that have not. */
+static int blocking_ready(hvd_engine_t *e, hvd_posted_t *p, int *inline_p, char *missing,
+                          size_t missing_size) {
+    hvd_group_t *g = p->g;
+    int ready = 1, same = 1;
+    size_t n = 0;
+    missing[0] = '\0';
+    for (int m = 0; m < g->size; m++) {
+        int r = g->members[m];
+        const hvd_cycle_msg_t *x = &e->msgs[r];
+        if (!(x->flags & HVD_CYC_BLOCKING) || x->comm != p->op.comm || x->sig.seq != p->sig.seq) {
+            ready = 0;
+            char call[200] = "no blocking call";
+            if (x->flags & HVD_CYC_BLOCKING) {
+                static const char *comms[] = {"global", "local", "cross"};
+                char d[160];
+                hvd__sig_describe(&x->sig, d, sizeof d);
+                snprintf(call, sizeof call, "%s on the %s communicator", d,
+                         x->comm < 3 ? comms[x->comm] : "?");
+            }
+            if (n < missing_size)
+                n += (size_t)snprintf(missing + n, missing_size - n, "%srank %d (%s: %s)",
+                                      n ? ", " : "", r, host_of(e, r), call);
+            continue;
+        }
+        if (!hvd__sig_equal(&x->sig, &p->sig) || !(x->flags & HVD_CYC_PAYLOAD))
+            same = 0;
+    }
+    *inline_p = ready && same && p->payload_path;
+    return ready;
+}
+
+static hvd_status_t decode_all(hvd_engine_t *e, uint32_t nwords, size_t max_payload) {
+    hvd_group_t *g = &e->ctx->global;
+    for (int r = 0; r < g->size; r++) {
+        hvd_status_t st =
+            hvd__cycle_decode(e->blocks[r], e->block_lens[r], nwords, max_payload, r, &e->msgs[r]);
+        if (st != HVD_OK)
+            return st;
+        if (e->msgs[r].nwords != nwords)
+            return hvd__error_set(HVD_ERR_PROTOCOL,
+                                  "rank %d (%s) has %u cache words where rank %d has %u: the "
+                                  "response caches are out of step",
+                                  r, host_of(e, r), e->msgs[r].nwords, g->rank, nwords);
+    }
+    return HVD_OK;
+}
+
+static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
+    hvd_group_t *g = &e->ctx->global;
+    int p = g->size;
+    int64_t now = hvd__engine_now_ms();
+    if (e->tl && e->mark_cycles)
+        hvd__timeline_instant(e->tl, "CYCLE_START");
+    hvd_status_t st = intake(e, now);
+    if (st != HVD_OK)
+        return st;
+    pthread_mutex_lock(&e->state_lock);
+    hvd_posted_t *posted = e->posted;
+    pthread_mutex_unlock(&e->state_lock);
+
+    uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0, nwords = (nbits + 63) / 64;
+    size_t len;
+    st = build_message(e, posted, nwords, &len);
+    if (st != HVD_OK)
+        return st;
+    size_t max = HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + PAYLOAD_MAX + HVD_CYC_REASON_MAX;
+    st = hvd__group_allgather_var(g, e->msg, len, max, e->blocks, e->block_lens, "cycle");
+    if (st == HVD_OK)
+        st = decode_all(e, nwords, PAYLOAD_MAX);
+    if (st != HVD_OK)
+        return st;
+
+    /* Combine the bit-vectors: AND of hits, OR of invalid bits. */
+    size_t wbytes = (size_t)nwords * 8;
+    uint8_t *common = e->words + 2 * wbytes, *stale = e->words + 3 * wbytes;
+    int any_uncached = 0, any_invalid = 0, shut_rank = -1;
+    memset(common, 0xff, wbytes);
+    memset(stale, 0, wbytes);
+    for (int r = 0; r < p; r++) {
+        const hvd_cycle_msg_t *m = &e->msgs[r];
+        for (size_t b = 0; b < wbytes; b++) {
+            common[b] &= m->hits[b];
+            if (m->invalid)
+                stale[b] |= m->invalid[b];
+        }
+        any_uncached |= (m->flags & HVD_CYC_UNCACHED) != 0;
+        any_invalid |= m->invalid != NULL;
+        if ((m->flags & HVD_CYC_SHUTDOWN) && (shut_rank < 0 || r == g->rank))
+            shut_rank = r;
+    }
+    for (size_t b = 0; b < wbytes; b++)
+        common[b] &= (uint8_t)~stale[b];
+    if (e->tl)
+        timeline_hits(e, nwords, common);
+    if (any_invalid) {
+        st = erase_invalid(e, nwords, stale);
+        if (st != HVD_OK)
+            return st;
+    }
+
+    /* Responses: the common hits in bit order, then what the coordinator found ready. */
+    for (uint32_t b = 0; b < nbits; b++) {
+        if (!get_bit(common, b))
+            continue;
+        const hvd_request_t *r = hvd__cache_get(e->cache, b);
+        if (!r)
+            return hvd__error_set(HVD_ERR_PROTOCOL, "cache bit %u is set but empty", b);
+        hvd_response_t *item;
+        st = list_append(resp, &item);
+        if (st == HVD_OK)
+            st = response_of(r, item);
+        if (st != HVD_OK)
+            return st;
+        hvd__cache_touch(e->cache, b);
+        for (size_t i = 0; i < e->hits.n; i++) {
+            if (e->hits.v[i].bit == b) {
+                e->hits.v[i] = e->hits.v[--e->hits.n];
+                break;
+            }
+        }
+    }
+    uint32_t cached = resp->count;
+    if (any_uncached) {
+        st = negotiate(e, resp, now);
+        if (st == HVD_OK)
+            st = cache_fresh(e, resp, cached);
+        if (st != HVD_OK)
+            return st;
+    }
+
+    /* Execute: the blocking call first, then the responses, fused. */
+    if (posted) {
+        char missing[1024];
+        int inline_path;
+        if (blocking_ready(e, posted, &inline_path, missing, sizeof missing)) {
+            posted->payload_path = inline_path;
+            st = hvd__engine_run_blocking(e, posted);
+            if (st != HVD_OK)
+                return st;
+        } else if (shut_rank < 0 && now - posted->posted_ms > e->timeout_ms) {
+            char call[160];
+            hvd__sig_describe(&posted->sig, call, sizeof call);
+            return hvd__error_set(HVD_ERR_TIMEOUT,
+                                  "rank %d (%s) waited %lld s (HOROVOD_GLOO_TIMEOUT_SECONDS) for "
+                                  "the %s communicator to call %s; still missing: %s",
+                                  g->rank, host_of(e, g->rank),
+                                  (long long)(now - posted->posted_ms) / 1000, posted->g->name,
+                                  call, missing);
+        }
+    }
+    if (resp->count) {
+        st = hvd__fuse_responses(resp, e->fusion_threshold);
+        if (st == HVD_OK)
+            st = hvd__engine_execute(e, resp);
+        if (st != HVD_OK)
+            return st;
+    }
+
+    if (e->stall) {
+        char msg[4096];
+        int shut = 0;
+        if (hvd__stall_check(e->stall, now, msg, sizeof msg, &shut)) {
+            if (shut) {
+                HVD_LOG_E("%s", msg);
+                return hvd__error_set(HVD_ERR_TIMEOUT, "%s", msg);
+            }
+            HVD_LOG_W("%s", msg);
+        }
+    }
+    if (shut_rank >= 0) {
+        char msg[512];
+        if (shut_rank == g->rank)
+            snprintf(msg, sizeof msg, "hvd_shutdown was called on rank %d", g->rank);
+        else
+            snprintf(msg, sizeof msg,
+                     "rank %d (%s) has shut down (it called hvd_shutdown), so no collective can "
+                     "run any more; call hvd_shutdown here too",
+                     shut_rank, host_of(e, shut_rank));
+        hvd__engine_fail(e, HVD_ERR_SHUT_DOWN, msg, 0);
+        return HVD_ERR_SHUT_DOWN;
+    }
+    return HVD_OK;
+}
+
+hvd_status_t hvd__engine_cycle(hvd_engine_t *e) {
+    hvd_response_list_t resp = {0};
+    hvd_status_t st = run_cycle(e, &resp);
+    hvd__neg_responses_fini(&resp);
+    if (st != HVD_OK && st != HVD_ERR_SHUT_DOWN) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hvd_last_error());
+        HVD_LOG_E("%s", msg);
+        hvd__engine_fail(e, st, msg, 1);
+    }
+    return st;
+}

@@ -1,0 +1,449 @@
+/* The engine's threads, waiting, entry points and failure (engine.h). */
+#include "core/engine_impl.h"
+
+#include "collectives/coll.h"
+#include "collectives/dtype.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t hvd__engine_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int is_dead(hvd_engine_t *e) {
+    return __atomic_load_n(&e->dead, __ATOMIC_ACQUIRE);
+}
+
+/* The engine's first failure as this thread's error. */
+static hvd_status_t dead_error(hvd_engine_t *e) {
+    pthread_mutex_lock(&e->state_lock);
+    hvd_status_t st = e->dead_status;
+    char reason[sizeof e->dead_reason];
+    memcpy(reason, e->dead_reason, sizeof reason);
+    pthread_mutex_unlock(&e->state_lock);
+    return hvd__error_set(st, "%s", reason);
+}
+
+void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
+                                 const char *message) {
+    pthread_mutex_lock(&e->state_lock);
+    p->status = st;
+    snprintf(p->error, sizeof p->error, "%s", st == HVD_OK ? "" : message);
+    if (e->posted == p)
+        e->posted = NULL;
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->state_lock);
+}
+
+static void pend_clear(hvd_pend_list_t *l) {
+    l->n = 0;
+}
+
+void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers) {
+    if (is_dead(e))
+        return;
+    char msg[sizeof e->dead_reason];
+    snprintf(msg, sizeof msg, "%s", message);
+    hvd_transport_t *tp = e->ctx->tp;
+    if (tell_peers && tp)
+        tp->ops->abort(tp, st, msg);
+    pthread_mutex_lock(&e->state_lock);
+    e->dead_status = st;
+    snprintf(e->dead_reason, sizeof e->dead_reason, "%s", msg);
+    __atomic_store_n(&e->dead, 1, __ATOMIC_RELEASE);
+    hvd_posted_t *p = e->posted;
+    pthread_mutex_unlock(&e->state_lock);
+    if (p)
+        hvd__engine_finish_blocking(e, p, st, msg);
+    pend_clear(&e->hits);
+    pend_clear(&e->uncached);
+    pend_clear(&e->invalid);
+    e->join_entry = NULL;
+    hvd__tq_fail_all(e->tq, st, msg, 1);
+    pthread_mutex_lock(&e->state_lock);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->state_lock);
+}
+
+/* Run one cycle if no other thread is running one (then return at once), counting it. */
+static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
+    if (pthread_mutex_trylock(&e->prog_lock) != 0)
+        return 1;
+    hvd_status_t st = HVD_OK;
+    if (!is_dead(e)) {
+        __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
+        if (e->ctx->tp)
+            e->ctx->tp->quiet = quiet;
+        st = hvd__engine_cycle(e);
+        if (e->ctx->tp)
+            e->ctx->tp->quiet = 0;
+    }
+    pthread_mutex_lock(&e->state_lock);
+    e->cycles++;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->state_lock);
+    pthread_mutex_unlock(&e->prog_lock);
+    return st;
+}
+
+/* One step for a waiter whose completion flag is *done: run a cycle, or, while another
+ * thread runs one, spin briefly and then sleep until that cycle ends (completions happen
+ * only inside cycles, so nothing is missed). */
+static void progress(hvd_engine_t *e, const int *done) {
+    uint64_t seen;
+    pthread_mutex_lock(&e->state_lock);
+    seen = e->cycles;
+    pthread_mutex_unlock(&e->state_lock);
+    if (try_cycle(e, 0) != 1)
+        return;
+    for (int spin = 0; spin < 200; spin++) {
+        if (__atomic_load_n(done, __ATOMIC_ACQUIRE))
+            return;
+        if (pthread_mutex_trylock(&e->prog_lock) == 0) {
+            pthread_mutex_unlock(&e->prog_lock);
+            return;
+        }
+        sched_yield();
+    }
+    pthread_mutex_lock(&e->state_lock);
+    while (e->cycles == seen && !__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L; /* a bound, not a poll: cycles end with a broadcast */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
+    }
+    pthread_mutex_unlock(&e->state_lock);
+}
+
+static hvd_status_t tq_progress(void *arg) {
+    /* hvd__tq_wait re-checks its entry after each call; the entry's done flag is not known
+     * here, so sleep at most until the next cycle ends. */
+    static const int never = 0;
+    progress(arg, &never);
+    return HVD_OK;
+}
+
+/* The background thread: a cycle every cycle time unless a waiter ran one meanwhile; a job
+ * of one rank has nobody to keep in step with and cycles only while work is pending. */
+static void *thread_main(void *arg) {
+    hvd_engine_t *e = arg;
+    int solo = e->ctx->global.size == 1;
+    pthread_mutex_lock(&e->state_lock);
+    while (!e->stop_thread) {
+        int64_t next = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) + e->cycle_us;
+        int64_t now = now_us();
+        int idle = solo && !e->posted && hvd__tq_in_flight(e->tq) == 0;
+        if (now < next || idle || is_dead(e)) {
+            int64_t wait_us = idle || is_dead(e) ? 1000000 : next - now;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + wait_us * 1000;
+            ts.tv_sec += ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
+            pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&e->state_lock);
+        if (try_cycle(e, 1) == 1)
+            __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
+        pthread_mutex_lock(&e->state_lock);
+    }
+    pthread_mutex_unlock(&e->state_lock);
+    return NULL;
+}
+
+hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
+    const hvd_params_t *pa = &ctx->params;
+    hvd_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the engine");
+    e->ctx = ctx;
+    int p = ctx->global.size, rank = ctx->global.rank;
+    e->fusion_threshold = (size_t)pa->fusion_threshold;
+    e->cycle_us = (int64_t)(pa->cycle_time_ms * 1000.0);
+    e->timeout_ms = (int64_t)pa->gloo_timeout_seconds * 1000;
+    e->stall_warn_ms = pa->stall_check_disable ? 0 : (int64_t)pa->stall_check_time_seconds * 1000;
+    e->last_joined = -1;
+    pthread_mutex_init(&e->prog_lock, NULL);
+    pthread_mutex_init(&e->state_lock, NULL);
+    pthread_mutex_init(&e->blocking_lock, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    hvd_status_t st = hvd__tq_create(&e->tq);
+    if (st == HVD_OK && pa->cache_capacity > 0)
+        st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
+    if (st == HVD_OK && rank == 0)
+        st = hvd__coord_create(p, &e->coord);
+    if (st == HVD_OK && rank == 0 && !pa->stall_check_disable && pa->stall_check_time_seconds > 0) {
+        if (pa->stall_shutdown_time_seconds > 0 &&
+            pa->stall_shutdown_time_seconds < pa->stall_check_time_seconds)
+            HVD_LOG_W("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is less than "
+                      "HOROVOD_STALL_CHECK_TIME_SECONDS, will not shutdown.");
+        st = hvd__stall_create(p, (const char *const *)ctx->hosts, pa->stall_check_time_seconds,
+                               pa->stall_shutdown_time_seconds, &e->stall);
+    }
+    e->msgs = calloc((size_t)p, sizeof *e->msgs);
+    e->blocks = calloc((size_t)p, sizeof *e->blocks);
+    e->block_lens = calloc((size_t)p, sizeof *e->block_lens);
+    if (st == HVD_OK && (!e->msgs || !e->blocks || !e->block_lens))
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the engine");
+    if (st == HVD_OK && rank == 0 && pa->timeline && *pa->timeline) {
+        st = hvd__timeline_open(pa->timeline, &e->tl);
+        e->mark_cycles = pa->timeline_mark_cycles;
+    }
+    if (st == HVD_OK) {
+        e->last_cycle_us = now_us();
+        int rc = pthread_create(&e->thread, NULL, thread_main, e);
+        if (rc != 0)
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "cannot start the background thread: %s",
+                                strerror(rc));
+        else
+            e->thread_started = 1;
+    }
+    if (st != HVD_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", hvd_last_error());
+        hvd__engine_destroy(e);
+        return hvd__error_set(st, "%s", msg);
+    }
+    *e_p = e;
+    return HVD_OK;
+}
+
+static void stop_thread(hvd_engine_t *e) {
+    if (!e->thread_started)
+        return;
+    pthread_mutex_lock(&e->state_lock);
+    e->stop_thread = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->state_lock);
+    pthread_join(e->thread, NULL);
+    e->thread_started = 0;
+}
+
+void hvd__engine_stop(hvd_engine_t *e) {
+    stop_thread(e);
+    pthread_mutex_lock(&e->prog_lock);
+    if (!is_dead(e)) {
+        /* One last cycle carries the shutdown flag to every rank; the cycle itself fails
+         * the engine with HVD_ERR_SHUT_DOWN once it has run what was agreed. */
+        e->shutdown_requested = 1;
+        if (e->ctx->tp)
+            e->ctx->tp->quiet = 1;
+        hvd__engine_cycle(e);
+        if (e->ctx->tp)
+            e->ctx->tp->quiet = 0;
+        char msg[256];
+        snprintf(msg, sizeof msg, "hvd_shutdown was called on rank %d", e->ctx->global.rank);
+        hvd__engine_fail(e, HVD_ERR_SHUT_DOWN, msg, 0);
+    }
+    pthread_mutex_unlock(&e->prog_lock);
+}
+
+void hvd__engine_destroy(hvd_engine_t *e) {
+    if (!e)
+        return;
+    stop_thread(e);
+    hvd__tq_destroy(e->tq);
+    hvd__cache_destroy(e->cache);
+    if (e->coord)
+        hvd__coord_destroy(e->coord);
+    if (e->stall)
+        hvd__stall_destroy(e->stall);
+    hvd__timeline_close(e->tl);
+    free(e->hits.v);
+    free(e->uncached.v);
+    free(e->invalid.v);
+    free(e->msg);
+    free(e->words);
+    free(e->msgs);
+    free(e->blocks);
+    free(e->block_lens);
+    free(e->fusion);
+    free(e->zeros);
+    free(e->tl_negotiating);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->blocking_lock);
+    pthread_mutex_destroy(&e->state_lock);
+    pthread_mutex_destroy(&e->prog_lock);
+    free(e);
+}
+
+hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_t n,
+                              hvd_handle_t *handles) {
+    if (is_dead(e))
+        return dead_error(e);
+    hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
+    if (st == HVD_OK && e->ctx->global.size == 1) {
+        pthread_mutex_lock(&e->state_lock);
+        pthread_cond_broadcast(&e->cv); /* the solo thread sleeps while idle */
+        pthread_mutex_unlock(&e->state_lock);
+    }
+    return st;
+}
+
+int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h) {
+    return hvd__tq_poll(e->tq, h);
+}
+
+hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h) {
+    return hvd__tq_wait(e->tq, h, tq_progress, e);
+}
+
+hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
+    hvd_entry_t j = {.name = "join.noname", .type = HVD_REQ_JOIN};
+    hvd_handle_t h;
+    hvd_status_t st = hvd__engine_push(e, &j, 1, &h);
+    if (st != HVD_OK)
+        return st;
+    st = hvd__engine_wait(e, h);
+    if (st == HVD_OK && last_joined_rank_p) {
+        pthread_mutex_lock(&e->state_lock);
+        *last_joined_rank_p = e->last_joined;
+        pthread_mutex_unlock(&e->state_lock);
+    }
+    return st;
+}
+
+/* Describe a blocking call in its signature and, when it can run on the cycle messages
+ * alone (small allreduce, allgather and broadcast, barrier), prepare this rank's payload.
+ * An argument error is recorded in the signature (HVD_SIG_INVALID), so that every rank
+ * falls back to the collective's own agreement, which reports it everywhere. */
+static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
+    const hvd_blocking_op_t *o = &p->op;
+    hvd_group_t *g = p->g;
+    hvd_sig_t *s = &p->sig;
+    memset(s, 0, sizeof *s);
+    s->coll = (uint8_t)o->coll;
+    s->dtype = (uint8_t)o->dtype;
+    s->op = (uint8_t)o->op;
+    s->root = o->root;
+    s->count = o->count;
+    char what[96];
+    hvd__coll_what(g, "allreduce", what, sizeof what);
+    (void)e;
+    switch (o->coll) {
+    case HVD_COLL_ALLREDUCE: {
+        size_t wbytes;
+        uint64_t scales[2];
+        memcpy(&scales[0], &o->prescale, 8);
+        memcpy(&scales[1], &o->postscale, 8);
+        s->extra = scales[0] * 0x9e3779b97f4a7c15ull ^ scales[1];
+        if (hvd__allreduce_check(o->send, o->recv, o->count, o->dtype, o->op, o->prescale,
+                                 o->postscale, what, &wbytes) != HVD_OK) {
+            s->flags |= HVD_SIG_INVALID;
+            return HVD_OK;
+        }
+        if (wbytes > hvd__allreduce_small_limit(g->size))
+            return HVD_OK;
+        p->payload = malloc(wbytes ? wbytes : 1);
+        if (!p->payload)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        hvd__allreduce_to_work(p->payload, o->send, o->count, o->dtype, o->prescale);
+        p->payload_len = wbytes;
+        p->payload_path = 1;
+        return HVD_OK;
+    }
+    case HVD_COLL_BARRIER:
+        p->payload_path = 1;
+        return HVD_OK;
+    case HVD_COLL_ALLGATHER:
+    case HVD_COLL_BROADCAST: {
+        size_t esize = hvd__dtype_size(o->dtype), bytes;
+        int root_ok = o->coll != HVD_COLL_BROADCAST || (o->root >= 0 && o->root < g->size);
+        const void *buf = o->coll == HVD_COLL_BROADCAST ? o->recv : o->send;
+        if (!esize || !root_ok || hvd__coll_bytes(o->count, esize, what, &bytes) != HVD_OK ||
+            (o->count && (!buf || !o->recv))) {
+            s->flags |= HVD_SIG_INVALID;
+            return HVD_OK;
+        }
+        if (bytes > HVD_SMALL_BYTES)
+            return HVD_OK;
+        p->payload_path = 1;
+        if (o->coll == HVD_COLL_BROADCAST && o->root != g->rank)
+            return HVD_OK;
+        p->payload = malloc(bytes ? bytes : 1);
+        if (!p->payload)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        if (bytes)
+            memcpy(p->payload, buf, bytes);
+        p->payload_len = bytes;
+        return HVD_OK;
+    }
+    default:
+        return HVD_OK;
+    }
+}
+
+hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) {
+    hvd_group_t *g = hvd__context_group(e->ctx, (int)op->comm);
+    if (!g)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "unknown communicator %d", (int)op->comm);
+    pthread_mutex_lock(&e->blocking_lock);
+    if (is_dead(e)) {
+        pthread_mutex_unlock(&e->blocking_lock);
+        return dead_error(e);
+    }
+    hvd_posted_t p = {.op = *op, .g = g};
+    hvd_status_t st = prepare(e, &p);
+    if (st != HVD_OK) {
+        pthread_mutex_unlock(&e->blocking_lock);
+        return st;
+    }
+    pthread_mutex_lock(&e->state_lock);
+    p.sig.seq = e->blocking_seq[op->comm]++;
+    p.posted_ms = hvd__engine_now_ms();
+    if (e->dead) {
+        p.done = 1;
+        p.status = e->dead_status;
+        snprintf(p.error, sizeof p.error, "%s", e->dead_reason);
+    } else {
+        e->posted = &p;
+    }
+    pthread_mutex_unlock(&e->state_lock);
+    while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE))
+        progress(e, &p.done);
+    free(p.payload);
+    pthread_mutex_unlock(&e->blocking_lock);
+    if (p.status != HVD_OK)
+        return hvd__error_set(p.status, "%s", p.error);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__engine_timeline(hvd_engine_t *e, const char *path, int mark_cycles) {
+    if (e->ctx->global.rank != 0)
+        return HVD_OK;
+    hvd_timeline_t *tl = NULL;
+    if (path) {
+        hvd_status_t st = hvd__timeline_open(path, &tl);
+        if (st != HVD_OK)
+            return st;
+    }
+    pthread_mutex_lock(&e->prog_lock);
+    hvd_timeline_t *old = e->tl;
+    e->tl = tl;
+    e->mark_cycles = mark_cycles;
+    if (e->tl_negotiating && e->tl_neg_cap)
+        memset(e->tl_negotiating, 0, e->tl_neg_cap * sizeof *e->tl_negotiating);
+    pthread_mutex_unlock(&e->prog_lock);
+    hvd__timeline_close(old);
+    return HVD_OK;
+}

@@ -1,0 +1,67 @@
+/* The progress engine of the core (reference §8.2-8.8): named operations enqueued by any
+ * thread are negotiated across the ranks in cycles, fused and executed in one agreed order;
+ * blocking collectives are posted to the same cycles, so both kinds may be mixed freely.
+ *
+ * A cycle is one collective step of every rank: each sends every other rank its cycle
+ * message (wire/cycle.h: status flags, response-cache hits, its posted blocking call with
+ * small data inline); then, when some rank has requests the cache does not know, rank 0
+ * gathers them, decides what is ready (controller/coordinator.h) and broadcasts the
+ * responses; every rank then runs the blocking call (if every member posted it) and the
+ * responses, fused (controller/fusion.h), in the same order.
+ *
+ * Who runs cycles: a background thread every HOROVOD_CYCLE_TIME ms (waiting without busy
+ * polling), and any thread that waits (hvd_wait, a blocking call) runs them itself back to
+ * back, so a waiter never sleeps on a hand-off. One cycle runs at a time per process; cycles
+ * are matched across ranks by their order, so it does not matter which thread runs one.
+ *
+ * Failure: a cycle that fails (a peer lost, a timeout, a protocol error) poisons the
+ * transport, which tells every peer the first cause; every pending handle and blocking call
+ * on every rank completes with it, and later calls fail with it until hvd_shutdown. */
+#ifndef HVD_CORE_ENGINE_H
+#define HVD_CORE_ENGINE_H
+
+#include "collectives/group.h"
+#include "controller/tensor_queue.h"
+
+#include <hvd/hvd.h>
+
+typedef struct hvd_context hvd_context_t;
+typedef struct hvd_engine hvd_engine_t;
+
+/* A blocking collective, described by its public entry point. */
+typedef struct {
+    hvd_coll_t coll;
+    hvd_comm_t comm;
+    const void *send;
+    void *recv; /* broadcast: the buffer */
+    size_t count;
+    const size_t *counts; /* allgatherv */
+    hvd_dtype_t dtype;
+    hvd_reduce_op_t op;
+    int root;
+    double prescale, postscale;
+} hvd_blocking_op_t;
+
+/* Start the engine of an initialised context (its groups and transport) and its thread. */
+hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p);
+/* Tell the other ranks this one is shutting down (one last cycle, bounded by the timeout),
+ * fail what is pending with HVD_ERR_SHUT_DOWN and stop the thread. Idempotent; safe while
+ * other threads wait. */
+void hvd__engine_stop(hvd_engine_t *e);
+/* Free everything (after hvd__engine_stop, once no thread uses the engine). */
+void hvd__engine_destroy(hvd_engine_t *e);
+
+/* Enqueue n named operations atomically (entries as tensor_queue.h; names copied). */
+hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_t n,
+                              hvd_handle_t *handles);
+int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h);
+hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h);
+/* Enqueue a join and wait for every rank to join. */
+hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p);
+/* Run a blocking collective (one at a time per process; others wait their turn). */
+hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op);
+
+/* Timeline control (rank 0 writes; other ranks accept and ignore). path NULL stops. */
+hvd_status_t hvd__engine_timeline(hvd_engine_t *e, const char *path, int mark_cycles);
+
+#endif

@@ -1,0 +1,112 @@
+/* The engine's state, shared by its three parts: engine.c (threads, waiting, entry points,
+ * failure), cycle.c (one cycle: intake, the cycle message, cache, negotiation) and
+ * execute.c (running blocking calls and responses). Private to src/core. */
+#ifndef HVD_CORE_ENGINE_IMPL_H
+#define HVD_CORE_ENGINE_IMPL_H
+
+#include "controller/coordinator.h"
+#include "controller/response_cache.h"
+#include "controller/stall.h"
+#include "core/context.h"
+#include "core/engine.h"
+#include "timeline/timeline.h"
+#include "wire/cycle.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* A named operation this rank has enqueued and not yet sent to the coordinator: waiting for
+ * its cache bit to be set by every rank (hits), to be sent (uncached), or for its stale cache
+ * entry to be erased everywhere (invalid). */
+typedef struct {
+    hvd_entry_t *e;
+    uint32_t bit;
+    int64_t since_ms;
+} hvd_pend_t;
+
+typedef struct {
+    hvd_pend_t *v;
+    size_t n, cap;
+} hvd_pend_list_t;
+
+/* A posted blocking call. */
+typedef struct {
+    hvd_blocking_op_t op;
+    hvd_group_t *g;
+    hvd_sig_t sig;    /* seq: the call's number on its communicator */
+    int payload_path; /* runs on the cycle messages' payloads */
+    uint8_t *payload; /* this rank's input in the cycle message (malloc'd) */
+    size_t payload_len;
+    int64_t posted_ms;
+    int done; /* atomic */
+    hvd_status_t status;
+    char error[1024];
+} hvd_posted_t;
+
+struct hvd_engine {
+    hvd_context_t *ctx;
+    hvd_tq_t *tq;
+    hvd_cache_t *cache; /* NULL when HOROVOD_CACHE_CAPACITY is 0 */
+    hvd_coord_t *coord; /* rank 0 */
+    hvd_stall_t *stall; /* rank 0, unless disabled */
+    size_t fusion_threshold;
+    int64_t cycle_us, timeout_ms, stall_warn_ms;
+
+    /* prog_lock: one cycle at a time; everything below "cycle state" is its. */
+    pthread_mutex_t prog_lock;
+    /* state_lock + cv: the posted blocking call, cycle count, dead state, thread stop. */
+    pthread_mutex_t state_lock;
+    pthread_cond_t cv;
+    uint64_t cycles;       /* completed (state_lock) */
+    int64_t last_cycle_us; /* start of the latest cycle (atomic) */
+    hvd_posted_t *posted;  /* state_lock */
+    uint32_t blocking_seq[3];
+    pthread_mutex_t blocking_lock; /* one blocking call at a time */
+    pthread_t thread;
+    int thread_started, stop_thread;
+    int dead; /* state_lock; atomic reads */
+    hvd_status_t dead_status;
+    char dead_reason[1024];
+
+    /* cycle state */
+    hvd_timeline_t *tl; /* rank 0 */
+    int mark_cycles;
+    hvd_pend_list_t hits, uncached, invalid;
+    hvd_entry_t *join_entry; /* this rank's pending join */
+    int joined, join_unsent, last_joined;
+    int shutdown_requested;
+    uint8_t *msg; /* this rank's encoded cycle message */
+    size_t msg_cap;
+    uint8_t *words; /* hit and invalid words of this rank, and the combined ones */
+    size_t words_cap;
+    hvd_cycle_msg_t *msgs; /* every rank's decoded message this cycle */
+    const uint8_t **blocks;
+    size_t *block_lens;
+    uint8_t *fusion; /* the fusion buffer, grown up to the threshold */
+    size_t fusion_cap;
+    uint8_t *zeros; /* a joined rank's stand-in input */
+    size_t zeros_cap;
+    int64_t *tl_negotiating; /* rank 0: bits whose negotiation is open in the timeline */
+    size_t tl_neg_cap;
+};
+
+/* engine.c */
+/* Fail the engine (prog_lock held): poison the transport unless the cause came from a
+ * peer already, complete everything pending with st and message, refuse later work. */
+void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
+int64_t hvd__engine_now_ms(void);
+
+/* cycle.c: one cycle (prog_lock held). HVD_OK, or the status that failed the engine. */
+hvd_status_t hvd__engine_cycle(hvd_engine_t *e);
+
+/* execute.c (prog_lock held) */
+/* Run every response of l in order (fused already). A failure of the data plane fails the
+ * engine and is returned; argument errors complete their entries only. */
+hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l);
+/* Run the posted blocking call p, every member having posted it (msgs: this cycle's). */
+hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p);
+/* Complete a blocking call (its waiter may return at once). */
+void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
+                                 const char *message);
+
+#endif

@@ -1,0 +1,306 @@
+/* Running what a cycle agreed (engine_impl.h): the posted blocking call and the responses,
+ * with rank 0's timeline activities. */
+#include "core/engine_impl.h"
+
+#include "collectives/coll.h"
+#include "collectives/dtype.h"
+#include "common/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Errors that concern one operation's arguments: the data plane is intact and in step
+ * (the collectives detect them in their agreement, before moving data). */
+static int op_error(hvd_status_t st) {
+    return st == HVD_ERR_INVALID_ARG || st == HVD_ERR_MISMATCH;
+}
+
+static hvd_status_t run_coll(hvd_group_t *g, const hvd_blocking_op_t *o) {
+    switch (o->coll) {
+    case HVD_COLL_ALLREDUCE:
+        return hvd__coll_allreduce(g, o->send, o->recv, o->count, o->dtype, o->op, o->prescale,
+                                   o->postscale);
+    case HVD_COLL_BROADCAST:
+        return hvd__coll_broadcast(g, o->recv, o->count, o->dtype, o->root);
+    case HVD_COLL_ALLGATHER:
+        return hvd__coll_allgather(g, o->send, o->recv, NULL, o->count, o->dtype);
+    case HVD_COLL_ALLGATHERV:
+        return hvd__coll_allgather(g, o->send, o->recv, o->counts, 0, o->dtype);
+    case HVD_COLL_ALLTOALL:
+        return hvd__coll_alltoall(g, o->send, o->recv, o->count, o->dtype);
+    case HVD_COLL_REDUCESCATTER:
+        return hvd__coll_reducescatter(g, o->send, o->recv, o->count, o->dtype, o->op);
+    case HVD_COLL_BARRIER:
+        return hvd__coll_barrier(g);
+    }
+    return hvd__error_set(HVD_ERR_INVALID_ARG, "unknown collective %d", (int)o->coll);
+}
+
+/* The payload path: every member's input came in its cycle message. */
+static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
+    const hvd_blocking_op_t *o = &p->op;
+    hvd_group_t *g = p->g;
+    const uint8_t **blocks = e->blocks; /* reused: the messages were decoded already */
+    for (int m = 0; m < g->size; m++)
+        blocks[m] = e->msgs[g->members[m]].payload;
+    switch (o->coll) {
+    case HVD_COLL_ALLREDUCE: {
+        uint8_t *acc = hvd__group_scratch(g, 0, p->payload_len);
+        if (!acc)
+            return HVD_ERR_NO_MEMORY;
+        for (int m = 0; m < g->size; m++)
+            if (e->msgs[g->members[m]].payload_len != p->payload_len)
+                return hvd__error_set(HVD_ERR_PROTOCOL, "allreduce: rank %d sent %u bytes",
+                                      g->members[m], e->msgs[g->members[m]].payload_len);
+        hvd__allreduce_combine(blocks, g->size, acc, o->recv, o->count, o->dtype, o->op,
+                               o->postscale);
+        return HVD_OK;
+    }
+    case HVD_COLL_BROADCAST: {
+        size_t bytes = o->count * hvd__dtype_size(o->dtype);
+        const hvd_cycle_msg_t *rm = &e->msgs[g->members[o->root]];
+        if (rm->payload_len != bytes)
+            return hvd__error_set(HVD_ERR_PROTOCOL, "broadcast: root sent %u bytes, not %zu",
+                                  rm->payload_len, bytes);
+        if (g->rank != o->root && bytes)
+            memcpy(o->recv, rm->payload, bytes);
+        return HVD_OK;
+    }
+    case HVD_COLL_ALLGATHER: {
+        size_t bytes = o->count * hvd__dtype_size(o->dtype);
+        for (int m = 0; m < g->size; m++) {
+            if (e->msgs[g->members[m]].payload_len != bytes)
+                return hvd__error_set(HVD_ERR_PROTOCOL, "allgather: rank %d sent %u bytes",
+                                      g->members[m], e->msgs[g->members[m]].payload_len);
+            if (bytes)
+                memcpy((uint8_t *)o->recv + (size_t)m * bytes, blocks[m], bytes);
+        }
+        return HVD_OK;
+    }
+    default: /* barrier: the cycle message was it */
+        return HVD_OK;
+    }
+}
+
+hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p) {
+    hvd_status_t st = p->payload_path ? run_inline(e, p) : run_coll(p->g, &p->op);
+    if (st != HVD_OK && !op_error(st))
+        return st; /* fails the engine, and this call with it */
+    hvd__engine_finish_blocking(e, p, st, st == HVD_OK ? "" : hvd_last_error());
+    return HVD_OK;
+}
+
+/* ---- responses ---- */
+
+static void tl_all(hvd_engine_t *e, const hvd_response_t *r, const char *activity) {
+    for (uint32_t i = 0; i < r->nnames; i++)
+        hvd__timeline_begin(e->tl, r->names[i], activity);
+}
+
+static void tl_end_all(hvd_engine_t *e, const hvd_response_t *r, int with_args) {
+    for (uint32_t i = 0; i < r->nnames; i++) {
+        char args[128] = "";
+        if (with_args)
+            snprintf(args, sizeof args, "{\"dtype\": \"%s\", \"shape\": \"[%lld]\"}",
+                     hvd__dtype_name((hvd_dtype_t)r->dtype),
+                     (long long)(i < r->nsizes ? r->sizes[i] : 0));
+        hvd__timeline_end(e->tl, r->names[i], with_args ? args : NULL);
+    }
+}
+
+static hvd_status_t buffer(uint8_t **buf, size_t *cap, size_t need, int zero) {
+    if (need > *cap) {
+        free(*buf);
+        *buf = (zero ? calloc(need, 1) : malloc(need));
+        *cap = *buf ? need : 0;
+        if (!*buf)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for %zu bytes of fusion buffer",
+                                  need);
+    }
+    return HVD_OK;
+}
+
+/* The in-flight entries of r's names (NULL where this rank, having joined, has none). */
+static hvd_status_t find_entries(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **out) {
+    for (uint32_t i = 0; i < r->nnames; i++) {
+        out[i] = hvd__tq_find(e->tq, r->names[i]);
+        int reduce = r->type == HVD_REQ_ALLREDUCE;
+        if (!out[i] && !(reduce && e->joined))
+            return hvd__error_set(HVD_ERR_PROTOCOL,
+                                  "the coordinator scheduled '%s', which rank %d has not enqueued",
+                                  r->names[i], e->ctx->global.rank);
+        if (out[i] && reduce && (i >= r->nsizes || (int64_t)out[i]->count != r->sizes[i]))
+            return hvd__error_set(HVD_ERR_PROTOCOL, "'%s': agreed size differs from this rank's",
+                                  r->names[i]);
+    }
+    return HVD_OK;
+}
+
+static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **x) {
+    hvd_group_t *g = &e->ctx->global;
+    hvd_dtype_t dt = (hvd_dtype_t)r->dtype;
+    hvd_reduce_op_t op = (hvd_reduce_op_t)r->op;
+    size_t es = hvd__dtype_size(dt);
+    char act[32] = "TCP_ALLREDUCE";
+    if (r->nnames == 1) {
+        const void *send;
+        void *recv;
+        if (x[0]) {
+            send = x[0]->send;
+            recv = x[0]->recv;
+        } else {
+            hvd_status_t st = buffer(&e->zeros, &e->zeros_cap, (size_t)r->sizes[0] * es + 1, 1);
+            if (st != HVD_OK)
+                return st;
+            memset(e->zeros, 0, (size_t)r->sizes[0] * es);
+            send = recv = e->zeros;
+        }
+        if (e->tl)
+            tl_all(e, r, act);
+        hvd_status_t st = hvd__coll_allreduce(g, send, recv, (size_t)r->sizes[0], dt, op,
+                                              r->prescale, r->postscale);
+        if (e->tl)
+            tl_end_all(e, r, 0);
+        return st;
+    }
+    size_t total = 0;
+    for (uint32_t i = 0; i < r->nnames; i++)
+        total += (size_t)r->sizes[i];
+    hvd_status_t st = buffer(&e->fusion, &e->fusion_cap, total * es + 1, 0);
+    if (st != HVD_OK)
+        return st;
+    if (e->tl)
+        tl_all(e, r, "MEMCPY_IN_FUSION_BUFFER");
+    size_t off = 0;
+    for (uint32_t i = 0; i < r->nnames; i++) {
+        size_t b = (size_t)r->sizes[i] * es;
+        if (x[i] && b)
+            memcpy(e->fusion + off, x[i]->send, b);
+        else if (b)
+            memset(e->fusion + off, 0, b);
+        off += b;
+    }
+    if (e->tl) {
+        tl_end_all(e, r, 0);
+        tl_all(e, r, act);
+    }
+    st = hvd__coll_allreduce(g, e->fusion, e->fusion, total, dt, op, r->prescale, r->postscale);
+    if (e->tl) {
+        tl_end_all(e, r, 0);
+        tl_all(e, r, "MEMCPY_OUT_FUSION_BUFFER");
+    }
+    off = 0;
+    for (uint32_t i = 0; st == HVD_OK && i < r->nnames; i++) {
+        size_t b = (size_t)r->sizes[i] * es;
+        if (x[i] && b)
+            memcpy(x[i]->recv, e->fusion + off, b);
+        off += b;
+    }
+    if (e->tl)
+        tl_end_all(e, r, 0);
+    return st;
+}
+
+/* One tensor of a non-allreduce response. */
+static hvd_status_t run_one(hvd_engine_t *e, int type, hvd_entry_t *x) {
+    hvd_group_t *g = &e->ctx->global;
+    switch (type) {
+    case HVD_REQ_ALLGATHER:
+        return hvd__coll_allgather(g, x->send, x->recv, NULL, x->count, x->dtype);
+    case HVD_REQ_BROADCAST:
+        return hvd__coll_broadcast(g, x->recv, x->count, x->dtype, x->root);
+    case HVD_REQ_ALLTOALL:
+        return hvd__coll_alltoall(g, x->send, x->recv, x->count, x->dtype);
+    case HVD_REQ_REDUCESCATTER:
+        return hvd__coll_reducescatter(g, x->send, x->recv, x->count, x->dtype, x->op);
+    default:
+        return hvd__error_set(HVD_ERR_UNSUPPORTED, "'%s': operation type %d is not supported",
+                              x->name, type);
+    }
+}
+
+static const char *tcp_activity(int type) {
+    switch (type) {
+    case HVD_REQ_ALLGATHER:
+        return "TCP_ALLGATHER";
+    case HVD_REQ_BROADCAST:
+        return "TCP_BCAST";
+    case HVD_REQ_ALLTOALL:
+        return "TCP_ALLTOALL";
+    case HVD_REQ_REDUCESCATTER:
+        return "TCP_REDUCESCATTER";
+    default:
+        return "TCP_ALLREDUCE";
+    }
+}
+
+static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **x) {
+    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "JOIN",
+                                  "ADASUM",    "ALLTOALL",  "BARRIER",   "REDUCESCATTER"};
+    if (r->type == HVD_RESP_ERROR) {
+        for (uint32_t i = 0; i < r->nnames; i++) {
+            hvd_entry_t *y = hvd__tq_find(e->tq, r->names[i]);
+            if (y)
+                hvd__tq_complete(e->tq, y, HVD_ERR_MISMATCH, r->error);
+        }
+        return HVD_OK;
+    }
+    if (r->type == HVD_REQ_JOIN) {
+        pthread_mutex_lock(&e->state_lock);
+        e->last_joined = r->last_joined_rank;
+        pthread_mutex_unlock(&e->state_lock);
+        e->joined = 0;
+        if (e->join_entry)
+            hvd__tq_complete(e->tq, e->join_entry, HVD_OK, NULL);
+        e->join_entry = NULL;
+        return HVD_OK;
+    }
+    hvd_status_t st = find_entries(e, r, x);
+    if (st != HVD_OK)
+        return st;
+    if (e->tl)
+        tl_all(e, r, r->type < 8 ? names[r->type] : "UNKNOWN");
+    if (r->type == HVD_REQ_ALLREDUCE) {
+        st = allreduce(e, r, x);
+    } else {
+        /* fused reducescatters (and anything else) run tensor by tensor */
+        for (uint32_t i = 0; i < r->nnames; i++) {
+            if (e->tl)
+                hvd__timeline_begin(e->tl, r->names[i], tcp_activity(r->type));
+            hvd_status_t s = run_one(e, r->type, x[i]);
+            if (e->tl)
+                hvd__timeline_end(e->tl, r->names[i], NULL);
+            if (s != HVD_OK && !op_error(s))
+                return s;
+            if (s != HVD_OK) {
+                hvd__tq_complete(e->tq, x[i], s, hvd_last_error());
+                x[i] = NULL;
+            }
+        }
+    }
+    if (e->tl)
+        tl_end_all(e, r, 1);
+    if (st != HVD_OK && !op_error(st))
+        return st;
+    const char *msg = st == HVD_OK ? NULL : hvd_last_error();
+    for (uint32_t i = 0; i < r->nnames; i++)
+        if (x[i])
+            hvd__tq_complete(e->tq, x[i], st, msg);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l) {
+    hvd_entry_t *small[64], **x = small;
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < l->count; i++)
+        most = l->items[i].nnames > most ? l->items[i].nnames : most;
+    if (most > 64 && !(x = malloc(most * sizeof *x)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    hvd_status_t st = HVD_OK;
+    for (uint32_t i = 0; i < l->count && st == HVD_OK; i++)
+        st = execute_one(e, &l->items[i], x);
+    if (x != small)
+        free(x);
+    return st;
+}
