@@ -3,17 +3,33 @@
  *
  *   horovodrun -np 2 ./build/examples/train_fashion_mnist [--epochs 3] [--batch 128]
  *       [--lr 0.1] [--seed 1] [--train-limit N] [--data /usr/share/datasets/fashion-mnist]
+ *       [--blocking]
  *
  * How the work is shared: every rank shuffles the training set with the same seed and walks
  * the same sequence of global batches; rank r takes the samples of each batch at positions
- * r, r + size, r + 2 size, ... The gradients of a batch are summed over all ranks with an
- * allreduce and every rank applies the same update, so the model stays identical everywhere.
- * Rank 0's initial parameters are broadcast at the start (here all ranks would compute the
- * same ones from the seed anyway; real models loaded from a checkpoint need the broadcast).
+ * r, r + size, r + 2 size, ... The gradients of a batch are summed over all ranks and every
+ * rank applies the same update, so the model stays identical everywhere. Rank 0's initial
+ * parameters are broadcast at the start (here all ranks would compute the same ones from the
+ * seed anyway; real models loaded from a checkpoint need the broadcast).
+ *
+ * How the gradients are summed, as Horovod's DistributedOptimizer does it: each parameter
+ * tensor (W1, b1, W2, b2) has a gradient buffer of its own, and after the backward pass of a
+ * batch one named asynchronous allreduce per tensor is enqueued ("grad.W2", "grad.b2",
+ * "grad.W1", "grad.b1": the output layer first, the order in which backpropagation produces
+ * them), followed by the batch's loss and accuracy counts ("stats"); the update waits for all
+ * five handles. The names, shapes and buffers are the same at every step, so from the second
+ * step on the core's response cache knows them and a rank announces a ready tensor with one
+ * bit instead of a round trip through the coordinator; and because the five are ready
+ * together, the core fuses them into one allreduce of one buffer instead of five small ones.
+ * (In a framework the output layer's allreduce starts while earlier layers are still being
+ * differentiated; here a batch's backward pass is one loop, so all five are ready at once.)
+ * --blocking sums the same five tensors with five blocking hvd_allreduce calls instead, one
+ * collective each, for comparison.
  *
  * Same seed, same result, for any number of ranks: per-sample gradients are added as 64-bit
  * fixed-point integers, whose sum does not depend on the order (floating-point sums do), so
- * np=1, 2 or 4 produce bit-identical weights and the same accuracy to the last digit.
+ * np=1, 2 or 4 produce bit-identical weights and the same accuracy to the last digit, fused or
+ * not, asynchronous or blocking.
  *
  * The data are Debian's dataset-fashion-mnist files (gzip'd IDX), read with zlib. */
 #include <hvd/hvd.h>
@@ -35,6 +51,20 @@
 #define P_W2 (P_B1 + HID)
 #define P_B2 (P_W2 + OUT * HID)
 #define NPARAM (P_B2 + OUT)
+/* The parameter tensors, in the order backpropagation finishes their gradients (the output
+ * layer first), which is the order their allreduces are enqueued in. Each gradient has a
+ * buffer of its own, as in a framework, reduced under its own name. */
+enum { T_W2, T_B2, T_W1, T_B1, NTENSOR };
+static const struct {
+    const char *name; /* of its gradient's allreduce, the same at every step */
+    size_t offset;    /* in the parameter vector */
+    size_t count;
+} TENSORS[NTENSOR] = {
+    [T_W2] = {"grad.W2", P_W2, (OUT * HID)},
+    [T_B2] = {"grad.b2", P_B2, OUT},
+    [T_W1] = {"grad.W1", P_W1, (HID * IN)},
+    [T_B1] = {"grad.b1", P_B1, HID},
+};
 /* Fixed-point scale of gradient contributions: 2^24 keeps ~7 digits of each contribution
  * and leaves 2^39 of headroom in an int64 for the sum over a batch. */
 #define FIX_SCALE 16777216.0
@@ -48,6 +78,13 @@ typedef struct {
 static int fail(const char *what) {
     fprintf(stderr, "train_fashion_mnist: rank %d: %s: %s\n", hvd_rank(), what, hvd_last_error());
     return 1;
+}
+
+/* fail() for the allreduce of a named tensor. */
+static void fail_allreduce(const char *name) {
+    char what[64];
+    snprintf(what, sizeof what, "allreduce of %s", name);
+    fail(what);
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -169,9 +206,10 @@ static int64_t fix(double v) {
     return (int64_t)llrint(v * FIX_SCALE);
 }
 
-/* Add one sample's gradient of the cross-entropy loss to g (fixed point). Returns the
- * sample's loss in fixed point. */
-static int64_t backward(const float *w, const uint8_t *px, int label, int64_t *g, int *correct) {
+/* Add one sample's gradient of the cross-entropy loss to the gradient buffers g[T_*] (fixed
+ * point). Returns the sample's loss in fixed point. */
+static int64_t backward(const float *w, const uint8_t *px, int label, int64_t *const *g,
+                        int *correct) {
     float h[HID], prob[OUT];
     *correct = forward(w, px, h, prob) == label;
     float dz[OUT];
@@ -185,17 +223,17 @@ static int64_t backward(const float *w, const uint8_t *px, int label, int64_t *g
         /* ReLU passes the gradient where the unit was active. The input is px / 255, so the
          * 1/255 is folded into the scale and the pixel stays an exact integer. */
         qdh[j] = h[j] > 0 ? fix(d / 255.0) : 0;
-        g[P_B1 + j] += h[j] > 0 ? fix(d) : 0;
+        g[T_B1][j] += h[j] > 0 ? fix(d) : 0;
     }
     for (int k = 0; k < OUT; k++) {
-        g[P_B2 + k] += fix(dz[k]);
+        g[T_B2][k] += fix(dz[k]);
         for (int j = 0; j < HID; j++)
-            g[P_W2 + k * HID + j] += fix((double)dz[k] * h[j]);
+            g[T_W2][k * HID + j] += fix((double)dz[k] * h[j]);
     }
     for (int j = 0; j < HID; j++) {
         if (!qdh[j])
             continue;
-        int64_t *row = g + P_W1 + j * IN;
+        int64_t *row = g[T_W1] + j * IN;
         int64_t q = qdh[j];
         for (int i = 0; i < IN; i++)
             row[i] += q * px[i];
@@ -218,13 +256,50 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+#define NSTATS 3 /* loss (fixed point), correct, samples */
+
+/* Sum the batch's gradient buffers g[T_*] and statistics stats over all ranks, in place.
+ * Asynchronous: enqueue each tensor as soon as it is ready (all at once here, in backprop
+ * order) and wait for all of them before the update, so the core negotiates and fuses them
+ * together. Blocking: one collective per tensor. Either way the sums are exact integers, so
+ * the result is the same to the bit. Reports its failure. */
+static hvd_status_t reduce_batch(int64_t *const *g, int64_t *stats, int blocking) {
+    hvd_handle_t h[NTENSOR + 1];
+    int n = 0;
+    hvd_status_t st = HVD_OK;
+    for (int t = 0; t <= NTENSOR && st == HVD_OK; t++) {
+        const char *name = t < NTENSOR ? TENSORS[t].name : "stats";
+        int64_t *buf = t < NTENSOR ? g[t] : stats;
+        size_t count = t < NTENSOR ? TENSORS[t].count : NSTATS;
+        st = blocking ? hvd_allreduce(buf, buf, count, HVD_INT64, HVD_SUM)
+                      : hvd_allreduce_async(name, buf, buf, count, HVD_INT64, HVD_SUM, &h[n]);
+        if (st != HVD_OK)
+            fail_allreduce(name);
+        else if (!blocking)
+            n++;
+    }
+    /* Whatever was enqueued before a failure must finish before the buffers are reused. */
+    for (int i = 0; i < n; i++) {
+        hvd_status_t wst = hvd_wait(h[i]);
+        if (wst != HVD_OK && st == HVD_OK) {
+            fail_allreduce(i < NTENSOR ? TENSORS[i].name : "stats");
+            st = wst;
+        }
+    }
+    return st;
+}
+
 int main(int argc, char **argv) {
-    int epochs = 3, batch = 128, train_limit = 0;
+    int epochs = 3, batch = 128, train_limit = 0, blocking = 0;
     double lr = 0.1, momentum = 0.9;
     uint64_t seed = 1;
     const char *dir = "/usr/share/datasets/fashion-mnist";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--blocking") == 0) {
+            blocking = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "train_fashion_mnist: %s needs a value\n", a);
             return 2;
@@ -263,15 +338,21 @@ int main(int argc, char **argv) {
         train.n = train_limit;
 
     float *w = malloc(NPARAM * sizeof *w), *vel = calloc(NPARAM, sizeof *vel);
-    int64_t *g = malloc(NPARAM * sizeof *g);
+    int64_t *g[NTENSOR];
+    int nomem = 0;
+    for (int t = 0; t < NTENSOR; t++)
+        nomem |= !(g[t] = malloc(TENSORS[t].count * sizeof *g[t]));
     int *idx = malloc((size_t)train.n * sizeof *idx);
-    if (!w || !vel || !g || !idx) {
+    if (!w || !vel || nomem || !idx) {
         fprintf(stderr, "train_fashion_mnist: out of memory\n");
         return 1;
     }
     if (rank == 0)
         init_params(w, seed);
-    if (hvd_broadcast(w, NPARAM, HVD_FLOAT32, 0) != HVD_OK)
+    hvd_handle_t bh;
+    if (hvd_broadcast_async("params.init", w, NPARAM, HVD_FLOAT32, 0, &bh) != HVD_OK)
+        return fail("broadcast of the initial parameters");
+    if (hvd_wait(bh) != HVD_OK)
         return fail("broadcast of the initial parameters");
     if (rank == 0)
         printf("training a 784-128-10 perceptron on %d Fashion-MNIST images with %d rank%s, "
@@ -284,31 +365,36 @@ int main(int argc, char **argv) {
     for (int e = 1; e <= epochs; e++) {
         double t0 = now_s();
         shuffle(idx, train.n, &shuffle_state);
-        int64_t stats[3] = {0, 0, 0}; /* loss (fixed point), correct, samples */
+        int64_t total[NSTATS] = {0, 0, 0}; /* the epoch's sums over all ranks */
         for (int start = 0; start < train.n; start += batch) {
             int n = train.n - start < batch ? train.n - start : batch;
-            memset(g, 0, NPARAM * sizeof *g);
+            int64_t stats[NSTATS] = {0, 0, 0}; /* this rank's share of the batch */
+            for (int t = 0; t < NTENSOR; t++)
+                memset(g[t], 0, TENSORS[t].count * sizeof *g[t]);
             for (int pos = rank; pos < n; pos += size) {
                 int s = idx[start + pos], ok;
                 stats[0] += backward(w, train.pixels + (size_t)s * IN, train.labels[s], g, &ok);
                 stats[1] += ok;
                 stats[2]++;
             }
-            if (hvd_allreduce(g, g, NPARAM, HVD_INT64, HVD_SUM) != HVD_OK)
-                return fail("allreduce of the gradients");
+            if (reduce_batch(g, stats, blocking) != HVD_OK)
+                return 1;
+            for (int k = 0; k < NSTATS; k++)
+                total[k] += stats[k];
             float step = (float)(lr / (n * FIX_SCALE));
-            for (int i = 0; i < NPARAM; i++) {
-                vel[i] = (float)momentum * vel[i] + (float)g[i] * step;
-                w[i] -= vel[i];
+            for (int t = 0; t < NTENSOR; t++) {
+                float *wt = w + TENSORS[t].offset, *vt = vel + TENSORS[t].offset;
+                for (size_t i = 0; i < TENSORS[t].count; i++) {
+                    vt[i] = (float)momentum * vt[i] + (float)g[t][i] * step;
+                    wt[i] -= vt[i];
+                }
             }
         }
-        if (hvd_allreduce(stats, stats, 3, HVD_INT64, HVD_SUM) != HVD_OK)
-            return fail("allreduce of the epoch statistics");
         double secs = now_s() - t0;
         if (rank == 0) {
             printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%, %.0f images/s\n", e, epochs,
-                   (double)stats[0] / FIX_SCALE / (double)stats[2],
-                   100.0 * (double)stats[1] / (double)stats[2], (double)stats[2] / secs);
+                   (double)total[0] / FIX_SCALE / (double)total[2],
+                   100.0 * (double)total[1] / (double)total[2], (double)total[2] / secs);
             fflush(stdout);
         }
     }
@@ -332,7 +418,8 @@ int main(int argc, char **argv) {
                (long long)correct[1], (unsigned long long)digest);
     free(w);
     free(vel);
-    free(g);
+    for (int t = 0; t < NTENSOR; t++)
+        free(g[t]);
     free(idx);
     free(train.pixels);
     free(train.labels);

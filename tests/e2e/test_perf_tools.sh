@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark tools work as the README documents: hvd_allreduce_perf prints the
-# nccl-tests table with checked results for every mode, fails loudly on bad options, and
+# nccl-tests table with checked results for every mode, models a training step's allreduces
+# (async, blocking, one buffer) with fusion on and off, fails loudly on bad options, and
 # tools/compare_allreduce.sh produces its table (peers that are not installed are reported
 # as such, not as failures).
 source "$(dirname "$0")/lib.sh"
@@ -19,6 +20,28 @@ out=$("$HVDRUN" -np 2 "$PERF" -d float16 -o avg -I -b 2 -e 64K -f 32 -n 2 -w 0 2
   fail "in-place float16 average failed: $out"
 expect_contains "float16 average" "$out" "float16     avg"
 expect_contains "float16 average result" "$out" "0 OK"
+
+# -m step: 20 tensors of 4 B .. 64 KiB (float32: 1 .. 16384 elements), every step checked;
+# once with the core's default fusion threshold and once with fusion off.
+for ft in default 0; do
+  if [[ $ft == default ]]; then
+    unset HOROVOD_FUSION_THRESHOLD
+    want_ft="fusion threshold: 134217728 B"
+  else
+    export HOROVOD_FUSION_THRESHOLD=$ft
+    want_ft="fusion threshold: 0 B"
+  fi
+  out=$("$HVDRUN" -np 2 "$PERF" -m step -N 20 -b 4 -e 65536 -w 1 -n 3 2>&1) ||
+    fail "hvd_allreduce_perf -m step (fusion threshold $ft) failed: $out"
+  expect_contains "step header (fusion $ft)" "$out" "20 tensors of 4..65536 B"
+  expect_contains "step fusion threshold (fusion $ft)" "$out" "$want_ft"
+  for variant in async blocking one-buffer; do
+    grep -qE "^\[0\]<stdout>: +$variant +[0-9]+ +[0-9]+ +float32 +sum +[0-9.]+ +[0-9.]+ +[0-9.]+ +0\$" \
+      <<<"$out" || fail "step (fusion $ft): no '$variant' row with 0 wrong in: $out"
+  done
+  expect_contains "step result (fusion $ft)" "$out" "Out of bounds values : 0 OK"
+done
+unset HOROVOD_FUSION_THRESHOLD
 
 if "$PERF" -m nosuchmode >"$TMP/bad" 2>&1; then fail "an unknown mode must fail"; fi
 expect_contains "unknown mode" "$(cat "$TMP/bad")" "unknown mode 'nosuchmode'"
