@@ -46,7 +46,8 @@ void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t 
     if (e->posted == p)
         e->posted = NULL;
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&e->cv);
+    if (e->sleepers)
+        pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->state_lock);
 }
 
@@ -95,7 +96,8 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
     }
     pthread_mutex_lock(&e->state_lock);
     e->cycles++;
-    pthread_cond_broadcast(&e->cv);
+    if (e->sleepers)
+        pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->state_lock);
     pthread_mutex_unlock(&e->prog_lock);
     return st;
@@ -121,6 +123,7 @@ static void progress(hvd_engine_t *e, const int *done) {
         sched_yield();
     }
     pthread_mutex_lock(&e->state_lock);
+    e->sleepers++;
     while (e->cycles == seen && !__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -131,6 +134,7 @@ static void progress(hvd_engine_t *e, const int *done) {
         }
         pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
     }
+    e->sleepers--;
     pthread_mutex_unlock(&e->state_lock);
 }
 
@@ -159,7 +163,7 @@ static void *thread_main(void *arg) {
             int64_t ns = ts.tv_nsec + wait_us * 1000;
             ts.tv_sec += ns / 1000000000;
             ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
+            pthread_cond_timedwait(&e->bg_cv, &e->state_lock, &ts);
             continue;
         }
         pthread_mutex_unlock(&e->state_lock);
@@ -187,6 +191,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     pthread_mutex_init(&e->state_lock, NULL);
     pthread_mutex_init(&e->blocking_lock, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->bg_cv, NULL);
     hvd_status_t st = hvd__tq_create(&e->tq);
     if (st == HVD_OK && pa->cache_capacity > 0)
         st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
@@ -233,7 +238,7 @@ static void stop_thread(hvd_engine_t *e) {
         return;
     pthread_mutex_lock(&e->state_lock);
     e->stop_thread = 1;
-    pthread_cond_broadcast(&e->cv);
+    pthread_cond_broadcast(&e->bg_cv);
     pthread_mutex_unlock(&e->state_lock);
     pthread_join(e->thread, NULL);
     e->thread_started = 0;
@@ -281,6 +286,7 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     free(e->zeros);
     free(e->tl_negotiating);
     pthread_cond_destroy(&e->cv);
+    pthread_cond_destroy(&e->bg_cv);
     pthread_mutex_destroy(&e->blocking_lock);
     pthread_mutex_destroy(&e->state_lock);
     pthread_mutex_destroy(&e->prog_lock);
@@ -294,7 +300,7 @@ hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_
     hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
     if (st == HVD_OK && e->ctx->global.size == 1) {
         pthread_mutex_lock(&e->state_lock);
-        pthread_cond_broadcast(&e->cv); /* the solo thread sleeps while idle */
+        pthread_cond_broadcast(&e->bg_cv); /* the solo thread sleeps while idle */
         pthread_mutex_unlock(&e->state_lock);
     }
     return st;

@@ -56,7 +56,9 @@ struct hvd_engine {
     pthread_mutex_t prog_lock;
     /* state_lock + cv: the posted blocking call, cycle count, dead state, thread stop. */
     pthread_mutex_t state_lock;
-    pthread_cond_t cv;
+    pthread_cond_t cv;     /* a cycle ended: for waiters sleeping while another thread drives */
+    pthread_cond_t bg_cv;  /* for the background thread: stop, or work for a solo job */
+    int sleepers;          /* threads waiting on cv (state_lock): no broadcast without one */
     uint64_t cycles;       /* completed (state_lock) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
     hvd_posted_t *posted;  /* state_lock */
