@@ -50,6 +50,11 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
         why = "bad magic or version";
         goto bad;
     }
+    /* Reserved bytes must be zero: a later version may give them a meaning. */
+    if (buf[5] || buf[16] || buf[17] || hvd__le32_get(buf + 18 + 28)) {
+        why = "reserved bytes set";
+        goto bad;
+    }
     hvd_cycle_msg_t d = {.flags = buf[3], .comm = buf[4]};
     d.nwords = hvd__le32_get(buf + 6);
     d.payload_len = hvd__le32_get(buf + 10);
