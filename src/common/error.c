@@ -26,8 +26,11 @@ hvd_status_t hvd__error_wrap(hvd_status_t status, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof last_error)
-        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", prev);
+    /* The cause is cut short when it does not fit: using snprintf's result says so to the
+     * compiler (-Wformat-truncation in unoptimised builds). */
+    if (n >= 0 && (size_t)n < sizeof last_error &&
+        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", prev) < 0)
+        last_error[n] = '\0';
     return status;
 }
 
