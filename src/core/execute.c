@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef HVD_DIRECT_KIB
-#define HVD_DIRECT_KIB 1024
-#endif
 
 /* Errors that concern one operation's arguments: the data plane is intact and in step
  * (the collectives detect them in their agreement, before moving data). */
