@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Errors that concern one operation's arguments: the data plane is intact and in step
  * (the collectives detect them in their agreement, before moving data). */
 static int op_error(hvd_status_t st) {
