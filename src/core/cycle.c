@@ -625,6 +625,15 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
             return st;
     }
 
+    int idle = !posted && resp->count == 0 && !any_uncached && !any_invalid && shut_rank < 0 &&
+               !e->hits.n && !e->uncached.n && !e->invalid.n && !e->joined;
+    for (int r = 0; idle && r < p; r++)
+        idle = !(e->msgs[r].flags & HVD_CYC_BLOCKING);
+    for (size_t b = 0; idle && b < wbytes; b++)
+        for (int r = 0; idle && r < p; r++)
+            idle = e->msgs[r].hits[b] == 0;
+    hvd__engine_note_idle(e, idle);
+
     if (e->stall) {
         char msg[4096];
         int shut = 0;

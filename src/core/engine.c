@@ -12,6 +12,18 @@
 #include <string.h>
 #include <time.h>
 
+void hvd__engine_note_idle(hvd_engine_t *e, int idle) {
+    e->idle_cycles = idle ? e->idle_cycles + 1 : 0;
+    int64_t v = e->cycle_us;
+    for (unsigned k = e->idle_cycles / 16; k > 0 && v < HVD_IDLE_INTERVAL_US; k--)
+        v *= 2;
+    if (v > HVD_IDLE_INTERVAL_US && e->cycle_us < HVD_IDLE_INTERVAL_US)
+        v = HVD_IDLE_INTERVAL_US;
+    if (v < 1)
+        v = idle && e->idle_cycles >= 16 ? 1000 : v; /* a cycle time of 0 still backs off */
+    __atomic_store_n(&e->bg_interval_us, v, __ATOMIC_RELAXED);
+}
+
 int64_t hvd__engine_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -153,7 +165,8 @@ static void *thread_main(void *arg) {
     int solo = e->ctx->global.size == 1;
     pthread_mutex_lock(&e->state_lock);
     while (!e->stop_thread) {
-        int64_t next = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) + e->cycle_us;
+        int64_t next = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) +
+                       __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
         int64_t now = now_us();
         int idle = solo && !e->posted && hvd__tq_in_flight(e->tq) == 0;
         if (now < next || idle || is_dead(e)) {
@@ -184,6 +197,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     int p = ctx->global.size, rank = ctx->global.rank;
     e->fusion_threshold = (size_t)pa->fusion_threshold;
     e->cycle_us = (int64_t)(pa->cycle_time_ms * 1000.0);
+    e->bg_interval_us = e->cycle_us;
     e->timeout_ms = (int64_t)pa->gloo_timeout_seconds * 1000;
     e->stall_warn_ms = pa->stall_check_disable ? 0 : (int64_t)pa->stall_check_time_seconds * 1000;
     e->last_joined = -1;
@@ -298,7 +312,9 @@ hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_
     if (is_dead(e))
         return dead_error(e);
     hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
-    if (st == HVD_OK && e->ctx->global.size == 1) {
+    if (st == HVD_OK && (e->ctx->global.size == 1 ||
+                         __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED) > e->cycle_us)) {
+        __atomic_store_n(&e->bg_interval_us, e->cycle_us, __ATOMIC_RELAXED);
         pthread_mutex_lock(&e->state_lock);
         pthread_cond_broadcast(&e->bg_cv); /* the solo thread sleeps while idle */
         pthread_mutex_unlock(&e->state_lock);

@@ -61,7 +61,13 @@ struct hvd_engine {
     int sleepers;          /* threads waiting on cv (state_lock): no broadcast without one */
     uint64_t cycles;       /* completed (state_lock) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
-    hvd_posted_t *posted;  /* state_lock */
+    /* The background thread's interval (atomic): the cycle time, doubled every 16 cycles in
+     * which no rank had anything to do, up to HVD_IDLE_INTERVAL_US; back to the cycle time
+     * when work shows up (hvd__engine_push wakes the thread). Waiters drive their own cycles,
+     * so a long interval only delays what nobody waits for yet. */
+    int64_t bg_interval_us;
+    unsigned idle_cycles; /* consecutive cycles with nothing anywhere (prog_lock) */
+    hvd_posted_t *posted; /* state_lock */
     uint32_t blocking_seq[3];
     pthread_mutex_t blocking_lock; /* one blocking call at a time */
     pthread_t thread;
@@ -92,11 +98,16 @@ struct hvd_engine {
     size_t tl_neg_cap;
 };
 
+#define HVD_IDLE_INTERVAL_US 50000
+
 /* engine.c */
 /* Fail the engine (prog_lock held): poison the transport unless the cause came from a
  * peer already, complete everything pending with st and message, refuse later work. */
 void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
 int64_t hvd__engine_now_ms(void);
+
+/* Count a cycle as idle (nothing anywhere) or busy, adjusting the background interval. */
+void hvd__engine_note_idle(hvd_engine_t *e, int idle);
 
 /* cycle.c: one cycle (prog_lock held). HVD_OK, or the status that failed the engine. */
 hvd_status_t hvd__engine_cycle(hvd_engine_t *e);
