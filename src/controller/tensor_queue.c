@@ -155,6 +155,7 @@ static hvd_entry_t *entry_copy(const hvd_entry_t *tmpl) {
     e->status = HVD_OK;
     e->error[0] = '\0';
     e->in_flight = 1;
+    e->taken = 0;
     e->waited = 0;
     e->next_new = e->chain_name = e->chain_handle = NULL;
     return e;
@@ -232,6 +233,7 @@ size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max) {
     pthread_mutex_lock(&q->lock);
     size_t n = 0;
     while (q->new_head && n < max) {
+        q->new_head->taken = 1;
         out[n++] = q->new_head;
         q->new_head = q->new_head->next_new;
     }

@@ -36,6 +36,7 @@ typedef struct hvd_entry {
     hvd_status_t status;
     char error[512];
     int in_flight;                               /* its name blocks a second push */
+    int taken;                                   /* hvd__tq_take has handed it out */
     int waited;                                  /* a thread is in hvd__tq_wait for it */
     struct hvd_entry *next_new;                  /* FIFO of entries not yet taken */
     struct hvd_entry *chain_name, *chain_handle; /* hash chains */

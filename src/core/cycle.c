@@ -430,7 +430,7 @@ static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, u
             continue;
         hvd_request_t q;
         hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
-        if (x && x->type == r->type) {
+        if (x && x->taken && x->type == r->type) {
             entry_request(x, -1, &q);
         } else if (r->type == HVD_REQ_ALLREDUCE && r->nsizes == 1) {
             /* a joined rank has no entry; an allreduce's response says it all */

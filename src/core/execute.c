@@ -125,6 +125,8 @@ static hvd_status_t buffer(uint8_t **buf, size_t *cap, size_t need, int zero) {
 static hvd_status_t find_entries(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **out) {
     for (uint32_t i = 0; i < r->nnames; i++) {
         out[i] = hvd__tq_find(e->tq, r->names[i]);
+        if (out[i] && !out[i]->taken)
+            out[i] = NULL; /* enqueued after this cycle's intake: not part of this op */
         int reduce = r->type == HVD_REQ_ALLREDUCE;
         if (!out[i] && !(reduce && e->joined))
             return hvd__error_set(HVD_ERR_PROTOCOL,
@@ -277,7 +279,7 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
     if (r->type == HVD_RESP_ERROR) {
         for (uint32_t i = 0; i < r->nnames; i++) {
             hvd_entry_t *y = hvd__tq_find(e->tq, r->names[i]);
-            if (y)
+            if (y && y->taken)
                 hvd__tq_complete(e->tq, y, HVD_ERR_MISMATCH, r->error);
         }
         return HVD_OK;
