@@ -136,12 +136,28 @@ static void drain_input(int fd) {
             return;
 }
 
+/* How an ABORT's message names the rank where the failure arose: the rank that failed, or
+ * the rank that saw a peer vanish (whose message then names that peer). */
+#define FAILED_FIRST " failed first: "
+#define SAW " saw: "
+
+static int attributed(const char *m, size_t len) {
+    return memmem(m, len, FAILED_FIRST, strlen(FAILED_FIRST)) || memmem(m, len, SAW, strlen(SAW));
+}
+
 static void tcp_abort(hvd_transport_t *base, hvd_status_t status, const char *message) {
     tcp_t *t = (tcp_t *)base;
     if (t->poison != HVD_OK)
         return;
     t->poison = status;
-    snprintf(t->poison_msg, sizeof t->poison_msg, "%s", message);
+    /* The first cause names its rank once, where it arose; a cause adopted from a peer's
+     * ABORT already does and travels on unchanged. */
+    if (attributed(message, strlen(message)))
+        snprintf(t->poison_msg, sizeof t->poison_msg, "%s", message);
+    else
+        snprintf(t->poison_msg, sizeof t->poison_msg, "rank %d (host %s)%s%s", base->rank,
+                 t->addrs[base->rank].host, status == HVD_ERR_PEER_LOST ? SAW : FAILED_FIRST,
+                 message);
     /* Tell every connected peer the cause; a frame can only be inserted between frames. */
     size_t mlen = strlen(t->poison_msg);
     if (mlen > HVD_FRAME_ABORT_MAX - 4)
@@ -487,7 +503,8 @@ static uint8_t *recv_dst(hvd_xfer_t *x, uint64_t off, size_t *room_p) {
     return NULL;
 }
 
-/* An ABORT frame from a peer: adopt its cause as ours. */
+/* An ABORT frame from a peer: adopt its cause as ours, word for word (it names the rank
+ * where it arose, which need not be that peer). */
 static hvd_status_t take_abort(tcp_t *t, int r, const uint8_t *payload, size_t len) {
     hvd_status_t st = HVD_ERR_PEER_LOST;
     if (len >= 4) {
@@ -497,7 +514,9 @@ static hvd_status_t take_abort(tcp_t *t, int r, const uint8_t *payload, size_t l
             st = HVD_ERR_PROTOCOL;
     }
     int mlen = len > 4 ? (int)(len - 4) : 0;
-    return hvd__error_set(st, "rank %d (host %s) failed first: %.*s", r, t->addrs[r].host, mlen,
+    if (mlen > 0 && attributed((const char *)payload + 4, (size_t)mlen))
+        return hvd__error_set(st, "%.*s", mlen, (const char *)payload + 4);
+    return hvd__error_set(st, "rank %d (host %s)" FAILED_FIRST "%.*s", r, t->addrs[r].host, mlen,
                           (const char *)payload + 4);
 }
 
@@ -797,12 +816,8 @@ fail:
     if (st == HVD_OK)
         st = HVD_ERR_IO;
     {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "rank %d: %s", base->rank, hvd_last_error());
-        /* A peer's ABORT already names the first failing rank; pass its words on as they are. */
-        const char *cause = strstr(hvd_last_error(), "failed first: ") ? hvd_last_error() : msg;
         char copy[1024];
-        snprintf(copy, sizeof copy, "%s", cause);
+        snprintf(copy, sizeof copy, "%s", hvd_last_error());
         tcp_abort(base, st, copy);
     }
     return hvd__error_wrap(st, "%s", what);
