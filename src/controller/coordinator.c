@@ -62,13 +62,6 @@ size_t hvd__coord_pending(const hvd_coord_t *c) {
     return c->pending;
 }
 
-size_t hvd__coord_requests(const hvd_coord_t *c, const char *name) {
-    for (const name_entry_t *e = c->head; e; e = e->next)
-        if (strcmp(e->name, name) == 0)
-            return (size_t)e->count;
-    return 0;
-}
-
 static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
     if (!e->ready_seq && e->count + c->njoined >= c->size && e->count > 0)
         e->ready_seq = ++c->next_seq;

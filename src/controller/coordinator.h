@@ -23,9 +23,6 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req);
  * response if every rank has joined. */
 hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out);
 
-/* How many ranks have requested name so far (0: a name not pending). */
-size_t hvd__coord_requests(const hvd_coord_t *c, const char *name);
-
 /* Names some rank has requested that are not ready yet. */
 size_t hvd__coord_pending(const hvd_coord_t *c);
 

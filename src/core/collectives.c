@@ -1,10 +1,9 @@
 /* Public entry points of the blocking collectives: each is posted to the engine, which runs
- * it in a cycle once every rank of its communicator has posted it. A failure is logged once
- * where it is decided (argument errors are the caller's to report). */
+ * it in a cycle once every rank of its communicator has posted it. Failures are logged once
+ * where they are decided (the engine), not again on every later call. */
 #include <hvd/hvd.h>
 
 #include "common/error.h"
-#include "common/log.h"
 #include "core/context.h"
 #include "core/engine.h"
 
@@ -14,8 +13,6 @@ static hvd_status_t run(const hvd_blocking_op_t *op) {
     if (st != HVD_OK)
         return st;
     st = hvd__engine_blocking(c->engine, op);
-    if (st != HVD_OK && st != HVD_ERR_INVALID_ARG && st != HVD_ERR_SHUT_DOWN)
-        HVD_LOG_E("%s", hvd_last_error());
     hvd__context_leave();
     return st;
 }

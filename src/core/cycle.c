@@ -268,40 +268,81 @@ static hvd_status_t list_append(hvd_response_list_t *l, hvd_response_t **item_p)
     return HVD_OK;
 }
 
-/* Rank 0's timeline of cached negotiations: open when a first rank hits a bit, one mark
- * per rank as it does, closed when every rank has. */
+/* ---- rank 0's timeline of negotiations: one NEGOTIATE_<TYPE> span per name, from the
+ * first rank that asks (through the cache or the coordinator) until it is agreed, with a
+ * mark per rank as it becomes ready. Tracked by name, so a name whose cache entry is evicted
+ * or erased while it waits keeps its one open span. ---- */
+
+void hvd__engine_tl_reset(hvd_engine_t *e) {
+    for (size_t i = 0; i < e->tl_nopen; i++) {
+        free(e->tl_open[i].name);
+        free(e->tl_open[i].marked);
+    }
+    e->tl_nopen = 0;
+}
+
+static hvd_tl_open_t *tl_find(hvd_engine_t *e, const char *name) {
+    for (size_t i = 0; i < e->tl_nopen; i++)
+        if (strcmp(e->tl_open[i].name, name) == 0)
+            return &e->tl_open[i];
+    return NULL;
+}
+
+/* Rank `rank` is ready for name (of request type `type`): open the span if needed, mark. */
+static void tl_ready(hvd_engine_t *e, const char *name, int type, int rank) {
+    hvd_tl_open_t *o = tl_find(e, name);
+    if (!o) {
+        if (e->tl_nopen == e->tl_open_cap) {
+            size_t cap = e->tl_open_cap ? 2 * e->tl_open_cap : 64;
+            hvd_tl_open_t *v = realloc(e->tl_open, cap * sizeof *v);
+            if (!v)
+                return; /* the timeline is best effort */
+            e->tl_open = v;
+            e->tl_open_cap = cap;
+        }
+        o = &e->tl_open[e->tl_nopen];
+        o->name = strdup(name);
+        o->marked = calloc((size_t)e->ctx->global.size, 1);
+        if (!o->name || !o->marked) {
+            free(o->name);
+            free(o->marked);
+            return;
+        }
+        e->tl_nopen++;
+        char act[48];
+        snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(type));
+        hvd__timeline_begin(e->tl, name, act);
+    }
+    if (!o->marked[rank]) {
+        o->marked[rank] = 1;
+        hvd__timeline_rank_ready(e->tl, name, rank);
+    }
+}
+
+/* name was agreed (or failed): close its span. */
+static void tl_agreed(hvd_engine_t *e, const char *name) {
+    hvd_tl_open_t *o = tl_find(e, name);
+    if (!o)
+        return;
+    hvd__timeline_end(e->tl, name, NULL);
+    free(o->name);
+    free(o->marked);
+    *o = e->tl_open[--e->tl_nopen];
+}
+
 static void timeline_hits(hvd_engine_t *e, uint32_t nwords, const uint8_t *common) {
     if (!e->tl || !e->cache)
         return;
-    size_t nbits = (size_t)nwords * 64;
-    if (nbits > e->tl_neg_cap) {
-        int64_t *v = realloc(e->tl_negotiating, nbits * sizeof *v);
-        if (!v)
-            return;
-        memset(v + e->tl_neg_cap, 0, (nbits - e->tl_neg_cap) * sizeof *v);
-        e->tl_negotiating = v;
-        e->tl_neg_cap = nbits;
-    }
     int p = e->ctx->global.size;
-    for (uint32_t b = 0; b < nbits; b++) {
+    for (uint32_t b = 0; b < nwords * 64; b++) {
         const hvd_request_t *r = hvd__cache_get(e->cache, b);
         if (!r)
             continue;
-        for (int k = 0; k < p; k++) {
-            if (!get_bit(e->msgs[k].hits, b))
-                continue;
-            if (!e->tl_negotiating[b]) {
-                char act[48];
-                snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(r->type));
-                hvd__timeline_begin(e->tl, r->name, act);
-                e->tl_negotiating[b] = 1;
-            }
-            hvd__timeline_rank_ready(e->tl, r->name, k);
-        }
-        if (get_bit(common, b) && e->tl_negotiating[b]) {
-            hvd__timeline_end(e->tl, r->name, NULL);
-            e->tl_negotiating[b] = 0;
-        }
+        for (int k = 0; k < p; k++)
+            if (get_bit(e->msgs[k].hits, b))
+                tl_ready(e, r->name, r->type, k);
+        if (get_bit(common, b))
+            tl_agreed(e, r->name);
     }
 }
 
@@ -356,20 +397,13 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
             for (uint32_t i = 0; i < l.count && st == HVD_OK; i++) {
                 hvd_request_t *q = &l.items[i];
                 q->rank = r; /* a rank speaks for itself only */
-                int first = q->type != HVD_REQ_JOIN && hvd__coord_requests(e->coord, q->name) == 0;
                 st = hvd__coord_add(e->coord, q);
                 if (st != HVD_OK || q->type == HVD_REQ_JOIN)
                     continue;
                 if (e->stall)
                     hvd__stall_ready(e->stall, q->name, r, now);
-                if (e->tl) {
-                    if (first) {
-                        char act[48];
-                        snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(q->type));
-                        hvd__timeline_begin(e->tl, q->name, act);
-                    }
-                    hvd__timeline_rank_ready(e->tl, q->name, r);
-                }
+                if (e->tl)
+                    tl_ready(e, q->name, q->type, r);
             }
             hvd__neg_requests_fini(&l);
         }
@@ -380,7 +414,7 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
                 if (e->stall)
                     hvd__stall_done(e->stall, fresh.items[i].names[k]);
                 if (e->tl)
-                    hvd__timeline_end(e->tl, fresh.items[i].names[k], NULL);
+                    tl_agreed(e, fresh.items[i].names[k]);
             }
         }
         if (st == HVD_OK)
@@ -638,10 +672,8 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
         char msg[4096];
         int shut = 0;
         if (hvd__stall_check(e->stall, now, msg, sizeof msg, &shut)) {
-            if (shut) {
-                HVD_LOG_E("%s", msg);
+            if (shut) /* logged once, by hvd__engine_cycle */
                 return hvd__error_set(HVD_ERR_TIMEOUT, "%s", msg);
-            }
             HVD_LOG_W("%s", msg);
         }
     }

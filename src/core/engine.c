@@ -298,7 +298,8 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     free(e->block_lens);
     free(e->fusion);
     free(e->zeros);
-    free(e->tl_negotiating);
+    hvd__engine_tl_reset(e);
+    free(e->tl_open);
     pthread_cond_destroy(&e->cv);
     pthread_cond_destroy(&e->bg_cv);
     pthread_mutex_destroy(&e->blocking_lock);
@@ -463,8 +464,7 @@ hvd_status_t hvd__engine_timeline(hvd_engine_t *e, const char *path, int mark_cy
     hvd_timeline_t *old = e->tl;
     e->tl = tl;
     e->mark_cycles = mark_cycles;
-    if (e->tl_negotiating && e->tl_neg_cap)
-        memset(e->tl_negotiating, 0, e->tl_neg_cap * sizeof *e->tl_negotiating);
+    hvd__engine_tl_reset(e);
     pthread_mutex_unlock(&e->prog_lock);
     hvd__timeline_close(old);
     return HVD_OK;

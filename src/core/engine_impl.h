@@ -29,6 +29,13 @@ typedef struct {
     size_t n, cap;
 } hvd_pend_list_t;
 
+/* A negotiation open in rank 0's timeline, and the ranks already marked ready in it (a
+ * cached name's bit is re-sent every cycle until all ranks have it). */
+typedef struct {
+    char *name;
+    uint8_t *marked;
+} hvd_tl_open_t;
+
 /* A posted blocking call. */
 typedef struct {
     hvd_blocking_op_t op;
@@ -94,8 +101,8 @@ struct hvd_engine {
     size_t fusion_cap;
     uint8_t *zeros; /* a joined rank's stand-in input */
     size_t zeros_cap;
-    int64_t *tl_negotiating; /* rank 0: bits whose negotiation is open in the timeline */
-    size_t tl_neg_cap;
+    hvd_tl_open_t *tl_open; /* rank 0: negotiations open in the timeline */
+    size_t tl_nopen, tl_open_cap;
 };
 
 #define HVD_IDLE_INTERVAL_US 50000
@@ -108,6 +115,9 @@ int64_t hvd__engine_now_ms(void);
 
 /* Count a cycle as idle (nothing anywhere) or busy, adjusting the background interval. */
 void hvd__engine_note_idle(hvd_engine_t *e, int idle);
+
+/* cycle.c: forget the timeline's open negotiations (a new timeline starts). */
+void hvd__engine_tl_reset(hvd_engine_t *e);
 
 /* cycle.c: one cycle (prog_lock held). HVD_OK, or the status that failed the engine. */
 hvd_status_t hvd__engine_cycle(hvd_engine_t *e);

@@ -5,6 +5,7 @@
 #include "collectives/coll.h"
 #include "collectives/dtype.h"
 #include "common/error.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,13 +47,21 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
         blocks[m] = e->msgs[g->members[m]].payload;
     switch (o->coll) {
     case HVD_COLL_ALLREDUCE: {
-        uint8_t *acc = hvd__group_scratch(g, 0, p->payload_len);
-        if (!acc)
+        /* The payloads sit at odd offsets of the cycle messages: the kernels get aligned
+         * copies (at most 64 KiB a rank). */
+        size_t len = p->payload_len, stride = (len + 63) & ~(size_t)63;
+        uint8_t *acc = hvd__group_scratch(g, 0, len);
+        uint8_t *copies = hvd__group_scratch(g, 1, stride * (size_t)g->size);
+        if (!acc || !copies)
             return HVD_ERR_NO_MEMORY;
-        for (int m = 0; m < g->size; m++)
-            if (e->msgs[g->members[m]].payload_len != p->payload_len)
+        for (int m = 0; m < g->size; m++) {
+            if (e->msgs[g->members[m]].payload_len != len)
                 return hvd__error_set(HVD_ERR_PROTOCOL, "allreduce: rank %d sent %u bytes",
                                       g->members[m], e->msgs[g->members[m]].payload_len);
+            if (len)
+                memcpy(copies + (size_t)m * stride, blocks[m], len);
+            blocks[m] = copies + (size_t)m * stride;
+        }
         hvd__allreduce_combine(blocks, g->size, acc, o->recv, o->count, o->dtype, o->op,
                                o->postscale);
         return HVD_OK;
@@ -87,6 +96,8 @@ hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p) {
     hvd_status_t st = p->payload_path ? run_inline(e, p) : run_coll(p->g, &p->op);
     if (st != HVD_OK && !op_error(st))
         return st; /* fails the engine, and this call with it */
+    if (st == HVD_ERR_MISMATCH)
+        HVD_LOG_E("%s", hvd_last_error()); /* decided here, the same on every rank */
     hvd__engine_finish_blocking(e, p, st, st == HVD_OK ? "" : hvd_last_error());
     return HVD_OK;
 }
