@@ -24,3 +24,73 @@ hvd_mrank_test(collectives_np7 7 --quick)
 hvd_mrank_test(collectives_np8 8 --quick)
 hvd_mrank_test(reinit_np2 2 --mode reinit --iters 100)
 hvd_mrank_test(reinit_np4 4 --mode reinit --iters 30)
+
+# The core's named asynchronous operations: tests/mrank/async_check.c, one scenario per test
+# (its header lists them), every rank checking every result exactly. The fusion tests run
+# with HOROVOD_TIMELINE set (tests/mrank/timeline_check.sh --run) and then check the timeline:
+# valid JSON, negotiation and allreduce of the named tensors, and MEMCPY_IN_FUSION_BUFFER (so
+# fusion really happened). Other core behaviour runs under the real launcher in
+# tests/e2e/test_core_faults.sh (peer death, stalls), test_core_fault_messages.sh and
+# test_core_timeline.sh.
+add_executable(async_check tests/mrank/async_check.c)
+target_link_libraries(async_check PRIVATE hvd m Threads::Threads)
+set_target_properties(async_check PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                                             ${PROJECT_BINARY_DIR}/tests/mrank)
+
+# hvd_async_test(scenario np [VARIANT v] [ENV NAME=value...] [TIMELINE checks...]):
+# test mrank.async_<scenario>[_<v>]_np<np>.
+function(hvd_async_test scenario np)
+  cmake_parse_arguments(A "" "VARIANT" "ENV;TIMELINE" ${ARGN})
+  set(name mrank.async_${scenario})
+  if(A_VARIANT)
+    set(name ${name}_${A_VARIANT})
+  endif()
+  set(name ${name}_np${np})
+  set(cmd timeout -k 10 100 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 30 -np ${np}
+          $<TARGET_FILE:async_check> ${scenario})
+  if(A_TIMELINE)
+    set(cmd bash ${PROJECT_SOURCE_DIR}/tests/mrank/timeline_check.sh --run ${A_TIMELINE} --
+            ${cmd})
+  endif()
+  add_test(NAME ${name} COMMAND ${cmd})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS "mrank;async")
+  if(A_ENV)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${A_ENV}")
+  endif()
+endfunction()
+
+foreach(np 1 2 3 4)
+  hvd_async_test(order ${np})
+endforeach()
+# Without the response cache every name is negotiated every time.
+hvd_async_test(order 3 VARIANT nocache ENV HOROVOD_CACHE_CAPACITY=0)
+set(fusion_checks --balanced --activity NEGOTIATE_ALLREDUCE --activity ALLREDUCE
+    --activity MEMCPY_IN_FUSION_BUFFER --activity MEMCPY_OUT_FUSION_BUFFER --fused fuse.
+    --tensor fuse.000 --tensor fuse.001 --tensor fuse.050 --tensor fuse.099)
+hvd_async_test(fusion 2 TIMELINE ${fusion_checks} --ready-ranks 2)
+hvd_async_test(fusion 4 TIMELINE ${fusion_checks} --ready-ranks 4)
+# A fusion buffer smaller than one step's tensors (several fused groups per cycle) and a
+# response cache smaller than the names in use (evictions every step). Not --balanced: an
+# eviction can leave a negotiation open in the timeline, which mrank.async_evict_np2 shows
+# deterministically.
+list(REMOVE_ITEM fusion_checks --balanced)
+hvd_async_test(fusion 3 VARIANT small_buffer_cache
+               ENV HOROVOD_FUSION_THRESHOLD=16384 HOROVOD_CACHE_CAPACITY=16
+               TIMELINE ${fusion_checks} --ready-ranks 3)
+# A name waiting as a cache hit is evicted by another: results right, timeline balanced.
+hvd_async_test(evict 2 ENV HOROVOD_CACHE_CAPACITY=1
+               TIMELINE --balanced --tensor ev.x --tensor ev.y --activity NEGOTIATE_ALLREDUCE)
+foreach(np 2 3)
+  hvd_async_test(mixed ${np})
+endforeach()
+hvd_async_test(threads 2)
+hvd_async_test(threads 4)
+hvd_async_test(duplicate 2)
+hvd_async_test(duplicate 3)
+foreach(np 2 3 4)
+  hvd_async_test(mismatch ${np})
+  hvd_async_test(partial ${np})
+  hvd_async_test(join ${np})
+endforeach()
+hvd_async_test(shutdown 2)
+hvd_async_test(shutdown 3)
