@@ -360,8 +360,10 @@ static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
     s->op = (uint8_t)o->op;
     s->root = o->root;
     s->count = o->count;
+    static const char *const names[] = {"?",          "allreduce", "broadcast",     "allgather",
+                                        "allgatherv", "alltoall",  "reducescatter", "barrier"};
     char what[96];
-    hvd__coll_what(g, "allreduce", what, sizeof what);
+    hvd__coll_what(g, (unsigned)o->coll < 8 ? names[o->coll] : "?", what, sizeof what);
     (void)e;
     switch (o->coll) {
     case HVD_COLL_ALLREDUCE: {

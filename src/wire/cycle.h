@@ -29,7 +29,6 @@
 #define HVD_CYC_INVALID 0x04u  /* invalid words follow: cache entries to erase everywhere */
 #define HVD_CYC_BLOCKING 0x08u /* a blocking collective is posted (comm, sig, payload) */
 #define HVD_CYC_PAYLOAD 0x10u  /* the payload holds the blocking collective's input */
-#define HVD_CYC_FAILED 0x20u   /* this rank failed; reason is the first cause */
 
 typedef struct {
     uint8_t flags, comm;
