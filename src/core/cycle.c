@@ -666,7 +666,8 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
     for (size_t b = 0; idle && b < wbytes; b++)
         for (int r = 0; idle && r < p; r++)
             idle = e->msgs[r].hits[b] == 0;
-    hvd__engine_note_idle(e, idle);
+    if (e->in_background)
+        hvd__engine_note_idle(e, idle);
 
     if (e->stall) {
         char msg[4096];

@@ -102,6 +102,7 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
         __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
         if (e->ctx->tp)
             e->ctx->tp->quiet = quiet;
+        e->in_background = quiet;
         st = hvd__engine_cycle(e);
         if (e->ctx->tp)
             e->ctx->tp->quiet = 0;
@@ -165,18 +166,25 @@ static void *thread_main(void *arg) {
     int solo = e->ctx->global.size == 1;
     pthread_mutex_lock(&e->state_lock);
     while (!e->stop_thread) {
-        int64_t next = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) +
-                       __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
+        int64_t last = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED);
+        int64_t interval = __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
         int64_t now = now_us();
         int idle = solo && !e->posted && hvd__tq_in_flight(e->tq) == 0;
-        if (now < next || idle || is_dead(e)) {
-            int64_t wait_us = idle || is_dead(e) ? 1000000 : next - now;
+        if (now < last + interval || idle || is_dead(e)) {
+            int64_t wait_us = idle || is_dead(e) ? 1000000 : last + interval - now;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             int64_t ns = ts.tv_nsec + wait_us * 1000;
             ts.tv_sec += ns / 1000000000;
             ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&e->bg_cv, &e->state_lock, &ts);
+            int rc = pthread_cond_timedwait(&e->bg_cv, &e->state_lock, &ts);
+            /* Waiters drove cycles all along (a blocking call drives its own) and no named
+             * operation of ours needs the thread: look less often; a push brings the cycle
+             * time back. */
+            if (rc == ETIMEDOUT && !idle &&
+                __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) != last &&
+                hvd__tq_in_flight(e->tq) == 0 && interval < HVD_IDLE_INTERVAL_US)
+                __atomic_store_n(&e->bg_interval_us, interval * 2 + 1, __ATOMIC_RELAXED);
             continue;
         }
         pthread_mutex_unlock(&e->state_lock);
@@ -265,6 +273,7 @@ void hvd__engine_stop(hvd_engine_t *e) {
         /* One last cycle carries the shutdown flag to every rank; the cycle itself fails
          * the engine with HVD_ERR_SHUT_DOWN once it has run what was agreed. */
         e->shutdown_requested = 1;
+        e->in_background = 0;
         if (e->ctx->tp)
             e->ctx->tp->quiet = 1;
         hvd__engine_cycle(e);

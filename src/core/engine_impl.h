@@ -68,12 +68,14 @@ struct hvd_engine {
     int sleepers;          /* threads waiting on cv (state_lock): no broadcast without one */
     uint64_t cycles;       /* completed (state_lock) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
-    /* The background thread's interval (atomic): the cycle time, doubled every 16 cycles in
-     * which no rank had anything to do, up to HVD_IDLE_INTERVAL_US; back to the cycle time
-     * when work shows up (hvd__engine_push wakes the thread). Waiters drive their own cycles,
-     * so a long interval only delays what nobody waits for yet. */
+    /* The background thread's interval (atomic): the cycle time, doubled every 16 of its
+     * cycles in which no rank had anything to do, and whenever it found that waiters had
+     * driven the cycles meanwhile, up to HVD_IDLE_INTERVAL_US; back to the cycle time when
+     * work shows up (hvd__engine_push wakes the thread). Waiters drive their own cycles, so
+     * a long interval only delays what nobody waits for yet. */
     int64_t bg_interval_us;
     unsigned idle_cycles; /* consecutive cycles with nothing anywhere (prog_lock) */
+    int in_background;    /* the running cycle is the background thread's (prog_lock) */
     hvd_posted_t *posted; /* state_lock */
     uint32_t blocking_seq[3];
     pthread_mutex_t blocking_lock; /* one blocking call at a time */
@@ -113,7 +115,7 @@ struct hvd_engine {
 void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
 int64_t hvd__engine_now_ms(void);
 
-/* Count a cycle as idle (nothing anywhere) or busy, adjusting the background interval. */
+/* Count a background cycle as idle (nothing anywhere) or busy, adjusting its interval. */
 void hvd__engine_note_idle(hvd_engine_t *e, int idle);
 
 /* cycle.c: forget the timeline's open negotiations (a new timeline starts). */
