@@ -631,7 +631,11 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
             return st;
     }
 
-    /* Execute: the blocking call first, then the responses, fused. */
+    /* Execute: the blocking call first, then the responses, fused. Only the background
+     * thread's wait for the cycle messages is quiet: data moves at full speed, whichever
+     * thread moves it. */
+    if (e->ctx->tp)
+        e->ctx->tp->quiet = 0;
     if (posted) {
         char missing[1024];
         int inline_path;
@@ -659,15 +663,8 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
             return st;
     }
 
-    int idle = !posted && resp->count == 0 && !any_uncached && !any_invalid && shut_rank < 0 &&
-               !e->hits.n && !e->uncached.n && !e->invalid.n && !e->joined;
-    for (int r = 0; idle && r < p; r++)
-        idle = !(e->msgs[r].flags & HVD_CYC_BLOCKING);
-    for (size_t b = 0; idle && b < wbytes; b++)
-        for (int r = 0; idle && r < p; r++)
-            idle = e->msgs[r].hits[b] == 0;
     if (e->in_background)
-        hvd__engine_note_idle(e, idle);
+        hvd__engine_note_idle(e, hvd__tq_in_flight(e->tq) == 0 && !e->joined);
 
     if (e->stall) {
         char msg[4096];

@@ -7,6 +7,9 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +18,14 @@
 void hvd__engine_note_idle(hvd_engine_t *e, int idle) {
     e->idle_cycles = idle ? e->idle_cycles + 1 : 0;
     int64_t v = e->cycle_us;
-    for (unsigned k = e->idle_cycles / 16; k > 0 && v < HVD_IDLE_INTERVAL_US; k--)
-        v *= 2;
-    if (v > HVD_IDLE_INTERVAL_US && e->cycle_us < HVD_IDLE_INTERVAL_US)
-        v = HVD_IDLE_INTERVAL_US;
-    if (v < 1)
-        v = idle && e->idle_cycles >= 16 ? 1000 : v; /* a cycle time of 0 still backs off */
+    if (idle) {
+        if (v < 1000)
+            v = 1000; /* a cycle time of 0 still backs off */
+        for (unsigned k = e->idle_cycles; k > 0 && v < HVD_IDLE_INTERVAL_US; k--)
+            v *= 2;
+        if (v > HVD_IDLE_INTERVAL_US)
+            v = HVD_IDLE_INTERVAL_US > e->cycle_us ? HVD_IDLE_INTERVAL_US : e->cycle_us;
+    }
     __atomic_store_n(&e->bg_interval_us, v, __ATOMIC_RELAXED);
 }
 
@@ -93,15 +98,13 @@ void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int
     pthread_mutex_unlock(&e->state_lock);
 }
 
-/* Run one cycle if no other thread is running one (then return at once), counting it. */
-static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
-    if (pthread_mutex_trylock(&e->prog_lock) != 0)
-        return 1;
+/* Run one cycle, counted (prog_lock held). quiet: the background thread's own cycle. */
+static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
     hvd_status_t st = HVD_OK;
     if (!is_dead(e)) {
         __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
         if (e->ctx->tp)
-            e->ctx->tp->quiet = quiet;
+            __atomic_store_n(&e->ctx->tp->quiet, quiet, __ATOMIC_RELAXED);
         e->in_background = quiet;
         st = hvd__engine_cycle(e);
         if (e->ctx->tp)
@@ -112,8 +115,48 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
     if (e->sleepers)
         pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->state_lock);
+    return st;
+}
+
+/* Run one cycle if no other thread is running one (else return 1 at once). */
+static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
+    if (pthread_mutex_trylock(&e->prog_lock) != 0)
+        return 1;
+    hvd_status_t st = cycle_locked(e, quiet);
     pthread_mutex_unlock(&e->prog_lock);
     return st;
+}
+
+/* Sleep until the cycle counter moves past seen (bounded: cycles end with a broadcast). */
+static void wait_cycle_end(hvd_engine_t *e, uint64_t seen) {
+    pthread_mutex_lock(&e->state_lock);
+    e->sleepers++;
+    if (e->cycles == seen) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
+    }
+    e->sleepers--;
+    pthread_mutex_unlock(&e->state_lock);
+}
+
+static uint64_t cycles_now(hvd_engine_t *e) {
+    pthread_mutex_lock(&e->state_lock);
+    uint64_t c = e->cycles;
+    pthread_mutex_unlock(&e->state_lock);
+    return c;
+}
+
+/* Wake the background thread (stop, or work after a backed-off interval). */
+static void wake_thread(hvd_engine_t *e) {
+    uint64_t one = 1;
+    if (e->wake_fd >= 0 && write(e->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        HVD_LOG_D("cannot wake the background thread: %s", strerror(errno));
 }
 
 /* One step for a waiter whose completion flag is *done: run a cycle, or, while another
@@ -127,6 +170,10 @@ static void progress(hvd_engine_t *e, const int *done) {
     if (try_cycle(e, 0) != 1)
         return;
     for (int spin = 0; spin < 200; spin++) {
+        /* The cycle in progress (the background thread's, waiting quietly) is now on a
+         * waiter's critical path: let it busy-poll. */
+        if (e->ctx->tp)
+            __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
         if (__atomic_load_n(done, __ATOMIC_ACQUIRE))
             return;
         if (pthread_mutex_trylock(&e->prog_lock) == 0) {
@@ -159,40 +206,80 @@ static hvd_status_t tq_progress(void *arg) {
     return HVD_OK;
 }
 
-/* The background thread: a cycle every cycle time unless a waiter ran one meanwhile; a job
- * of one rank has nobody to keep in step with and cycles only while work is pending. */
+/* The background thread. It joins every cycle another rank starts as soon as that rank's
+ * message arrives (the transport's wait descriptor polls readable), so a rank busy with its
+ * own computation never holds the others' cycles up; and it starts a cycle itself one
+ * interval after the latest cycle or push (engine_impl.h: bg_interval_us), waiting quietly
+ * for the others, to move named operations that no thread waits for yet. */
 static void *thread_main(void *arg) {
     hvd_engine_t *e = arg;
+    hvd_transport_t *tp = e->ctx->tp;
+    int wfd = tp && tp->ops->wait_fd ? tp->ops->wait_fd(tp) : -1;
     int solo = e->ctx->global.size == 1;
-    pthread_mutex_lock(&e->state_lock);
-    while (!e->stop_thread) {
-        int64_t last = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED);
-        int64_t interval = __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
+    int64_t join_delay_us = e->cycle_us > 200 ? e->cycle_us : 200, driven_sleep_us = join_delay_us;
+    while (!__atomic_load_n(&e->stop_thread, __ATOMIC_ACQUIRE)) {
+        int dead = is_dead(e);
+        /* While a thread of ours waits, or ran a cycle within the join delay (a loop of
+         * blocking calls), that thread runs the cycles and joins the others' itself: the
+         * thread would only compete with it for each cycle. */
+        int64_t recent = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) + join_delay_us;
+        int driven = __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) > 0 || now_us() < recent;
+        uint64_t seen = cycles_now(e);
+        /* Bytes a peer sent that an earlier exchange already read: poll cannot see them. */
+        if (!dead && !driven && wfd >= 0 && pthread_mutex_trylock(&e->prog_lock) == 0) {
+            int buffered = tp->ops->buffered && tp->ops->buffered(tp);
+            if (buffered)
+                cycle_locked(e, 0);
+            pthread_mutex_unlock(&e->prog_lock);
+            if (buffered)
+                continue;
+        }
+        int64_t last = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED),
+                pushed = __atomic_load_n(&e->last_push_us, __ATOMIC_RELAXED),
+                interval = __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
+        if (pushed > last)
+            last = pushed;
         int64_t now = now_us();
-        int idle = solo && !e->posted && hvd__tq_in_flight(e->tq) == 0;
-        if (now < last + interval || idle || is_dead(e)) {
-            int64_t wait_us = idle || is_dead(e) ? 1000000 : last + interval - now;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + wait_us * 1000;
-            ts.tv_sec += ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
-            int rc = pthread_cond_timedwait(&e->bg_cv, &e->state_lock, &ts);
-            /* Waiters drove cycles all along (a blocking call drives its own) and no named
-             * operation of ours needs the thread: look less often; a push brings the cycle
-             * time back. */
-            if (rc == ETIMEDOUT && !idle &&
-                __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) != last &&
-                hvd__tq_in_flight(e->tq) == 0 && interval < HVD_IDLE_INTERVAL_US)
-                __atomic_store_n(&e->bg_interval_us, interval * 2 + 1, __ATOMIC_RELAXED);
+        int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
+        if (!idle && now >= last + interval) {
+            if (try_cycle(e, 1) == 1)
+                wait_cycle_end(e, seen);
             continue;
         }
-        pthread_mutex_unlock(&e->state_lock);
-        if (try_cycle(e, 1) == 1)
-            __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
-        pthread_mutex_lock(&e->state_lock);
+        int64_t wait_us = idle ? 1000000 : last + interval - now;
+        if (driven && !dead) {
+            /* Look again later, later each time while the waiters keep driving. */
+            if (driven_sleep_us < wait_us)
+                wait_us = driven_sleep_us;
+            if (driven_sleep_us < HVD_IDLE_INTERVAL_US)
+                driven_sleep_us *= 2;
+        } else {
+            driven_sleep_us = join_delay_us;
+        }
+        /* A push wakes a thread that sleeps for longer than a cycle time. */
+        __atomic_store_n(&e->bg_sleeping_long, wait_us > e->cycle_us, __ATOMIC_RELEASE);
+        struct timespec ts = {.tv_sec = wait_us / 1000000, .tv_nsec = (wait_us % 1000000) * 1000};
+        struct pollfd fds[2] = {{.fd = e->wake_fd, .events = POLLIN},
+                                {.fd = dead || driven ? -1 : wfd, .events = POLLIN}};
+        int rc = ppoll(fds, 2, &ts, NULL);
+        if (rc > 0 && (fds[0].revents & POLLIN)) {
+            uint64_t v;
+            if (read(e->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+                HVD_LOG_D("wake-up read failed: %s", strerror(errno));
+        }
+        if (rc > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            /* A peer started a cycle: join it now, at full speed (someone waits on it). */
+            if (try_cycle(e, 0) == 1)
+                wait_cycle_end(e, seen);
+            continue;
+        }
+        /* Waiters drove cycles all along (a blocking call drives its own) and no named
+         * operation of ours needs the thread: start cycles less often; a push brings the
+         * cycle time back. */
+        if (rc == 0 && !idle && __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) > last &&
+            hvd__tq_in_flight(e->tq) == 0 && interval < HVD_IDLE_INTERVAL_US)
+            __atomic_store_n(&e->bg_interval_us, interval * 2 + 1, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&e->state_lock);
     return NULL;
 }
 
@@ -213,8 +300,12 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     pthread_mutex_init(&e->state_lock, NULL);
     pthread_mutex_init(&e->blocking_lock, NULL);
     pthread_cond_init(&e->cv, NULL);
-    pthread_cond_init(&e->bg_cv, NULL);
-    hvd_status_t st = hvd__tq_create(&e->tq);
+    e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    hvd_status_t st = e->wake_fd >= 0 ? hvd__tq_create(&e->tq)
+                                      : hvd__error_set(HVD_ERR_IO,
+                                                       "cannot create the engine's wake-up "
+                                                       "descriptor: %s",
+                                                       strerror(errno));
     if (st == HVD_OK && pa->cache_capacity > 0)
         st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
     if (st == HVD_OK && rank == 0)
@@ -258,10 +349,8 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
 static void stop_thread(hvd_engine_t *e) {
     if (!e->thread_started)
         return;
-    pthread_mutex_lock(&e->state_lock);
-    e->stop_thread = 1;
-    pthread_cond_broadcast(&e->bg_cv);
-    pthread_mutex_unlock(&e->state_lock);
+    __atomic_store_n(&e->stop_thread, 1, __ATOMIC_RELEASE);
+    wake_thread(e);
     pthread_join(e->thread, NULL);
     e->thread_started = 0;
 }
@@ -310,7 +399,8 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     hvd__engine_tl_reset(e);
     free(e->tl_open);
     pthread_cond_destroy(&e->cv);
-    pthread_cond_destroy(&e->bg_cv);
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
     pthread_mutex_destroy(&e->blocking_lock);
     pthread_mutex_destroy(&e->state_lock);
     pthread_mutex_destroy(&e->prog_lock);
@@ -322,12 +412,13 @@ hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_
     if (is_dead(e))
         return dead_error(e);
     hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
-    if (st == HVD_OK && (e->ctx->global.size == 1 ||
-                         __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED) > e->cycle_us)) {
+    if (st == HVD_OK)
+        __atomic_store_n(&e->last_push_us, now_us(), __ATOMIC_RELAXED);
+    if (st == HVD_OK &&
+        (e->ctx->global.size == 1 || __atomic_load_n(&e->bg_sleeping_long, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED) > e->cycle_us)) {
         __atomic_store_n(&e->bg_interval_us, e->cycle_us, __ATOMIC_RELAXED);
-        pthread_mutex_lock(&e->state_lock);
-        pthread_cond_broadcast(&e->bg_cv); /* the solo thread sleeps while idle */
-        pthread_mutex_unlock(&e->state_lock);
+        wake_thread(e); /* it sleeps while idle (solo) or backed off */
     }
     return st;
 }
@@ -337,7 +428,10 @@ int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h) {
 }
 
 hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h) {
-    return hvd__tq_wait(e->tq, h, tq_progress, e);
+    __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
+    hvd_status_t st = hvd__tq_wait(e->tq, h, tq_progress, e);
+    __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
+    return st;
 }
 
 hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
@@ -453,8 +547,10 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
         e->posted = &p;
     }
     pthread_mutex_unlock(&e->state_lock);
+    __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
     while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE))
         progress(e, &p.done);
+    __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
     free(p.payload);
     pthread_mutex_unlock(&e->blocking_lock);
     if (p.status != HVD_OK)

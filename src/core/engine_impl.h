@@ -64,17 +64,23 @@ struct hvd_engine {
     /* state_lock + cv: the posted blocking call, cycle count, dead state, thread stop. */
     pthread_mutex_t state_lock;
     pthread_cond_t cv;     /* a cycle ended: for waiters sleeping while another thread drives */
-    pthread_cond_t bg_cv;  /* for the background thread: stop, or work for a solo job */
+    int wake_fd;           /* eventfd: wakes the background thread (stop, work) */
+    int drivers;           /* threads waiting, hence running cycles themselves (atomic) */
+    int bg_sleeping_long;  /* the background thread sleeps past a cycle time (atomic) */
     int sleepers;          /* threads waiting on cv (state_lock): no broadcast without one */
     uint64_t cycles;       /* completed (state_lock) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
-    /* The background thread's interval (atomic): the cycle time, doubled every 16 of its
-     * cycles in which no rank had anything to do, and whenever it found that waiters had
-     * driven the cycles meanwhile, up to HVD_IDLE_INTERVAL_US; back to the cycle time when
-     * work shows up (hvd__engine_push wakes the thread). Waiters drive their own cycles, so
-     * a long interval only delays what nobody waits for yet. */
+    int64_t last_push_us;  /* the latest hvd__engine_push (atomic) */
+    /* The background thread's interval (atomic): the cycle time while this rank has named
+     * operations in flight; otherwise doubled after each of its cycles (and whenever it
+     * found that waiters drove the cycles meanwhile), up to HVD_IDLE_INTERVAL_US; back to
+     * the cycle time when work shows up (hvd__engine_push wakes the thread). Cycles are
+     * collective, so a rank with nothing in flight still joins every cycle another rank
+     * starts, only later: nothing it has not enqueued could complete sooner anyway, and
+     * the training code keeps its cores (at np=4 on 2 cores, cycling every millisecond
+     * regardless halved the example's speed). */
     int64_t bg_interval_us;
-    unsigned idle_cycles; /* consecutive cycles with nothing anywhere (prog_lock) */
+    unsigned idle_cycles; /* consecutive background cycles with nothing in flight here */
     int in_background;    /* the running cycle is the background thread's (prog_lock) */
     hvd_posted_t *posted; /* state_lock */
     uint32_t blocking_seq[3];
@@ -115,7 +121,7 @@ struct hvd_engine {
 void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
 int64_t hvd__engine_now_ms(void);
 
-/* Count a background cycle as idle (nothing anywhere) or busy, adjusting its interval. */
+/* Count a background cycle as idle (nothing in flight here) or not, adjusting its interval. */
 void hvd__engine_note_idle(hvd_engine_t *e, int idle);
 
 /* cycle.c: forget the timeline's open negotiations (a new timeline starts). */

@@ -83,6 +83,7 @@ typedef struct {
     hvd_tcp_peer_addr_t *addrs;
     peer_t *peers;
     int listen_fd, epfd;
+    int rdfd; /* level-triggered epoll of ready peers and the listener (tcp_wait_fd) */
     hvd_secret_t secret;
     uint32_t generation;
     int timeout_ms, busy_poll_us, yield_when_idle;
@@ -111,8 +112,15 @@ static void epoll_add(tcp_t *t, int fd) {
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* Watch a connected peer (or the listener) for the engine's idle wait (tcp_wait_fd). */
+static void rd_add(tcp_t *t, int fd) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
+    epoll_ctl(t->rdfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
 static void close_fd(tcp_t *t, int fd) {
     epoll_ctl(t->epfd, EPOLL_CTL_DEL, fd, NULL);
+    epoll_ctl(t->rdfd, EPOLL_CTL_DEL, fd, NULL); /* fails harmlessly for fds never added */
     close(fd);
 }
 
@@ -310,6 +318,7 @@ static int step_pending(tcp_t *t) {
             close_fd(t, p->fd);
         p->fd = fd;
         p->state = PEER_READY;
+        rd_add(t, fd);
         p->stage = malloc(STAGE_SIZE);
         if (!p->stage) {
             tcp_abort(&t->base, HVD_ERR_NO_MEMORY, "out of memory for a connection buffer");
@@ -391,6 +400,7 @@ static int step_connect(tcp_t *t, int r) {
     if (!p->stage)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a connection buffer");
     p->state = PEER_READY;
+    rd_add(t, p->fd);
     HVD_LOG_D("rank %d: connected to rank %d", t->base.rank, r);
     return 1;
 }
@@ -793,7 +803,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
                                 what, t->timeout_ms / 1000, waits);
             goto fail;
         }
-        if (idle < t->busy_poll_us && !t->base.quiet) {
+        if (idle < t->busy_poll_us && !__atomic_load_n(&t->base.quiet, __ATOMIC_RELAXED)) {
             if (t->yield_when_idle)
                 sched_yield();
             continue;
@@ -835,6 +845,8 @@ static void tcp_destroy(hvd_transport_t *base) {
         close(t->listen_fd);
     if (t->epfd >= 0)
         close(t->epfd);
+    if (t->rdfd >= 0)
+        close(t->rdfd);
     hvd__secret_wipe(&t->secret);
     free(t->peers);
     free(t->addrs);
@@ -843,9 +855,25 @@ static void tcp_destroy(hvd_transport_t *base) {
     free(t);
 }
 
+static int tcp_wait_fd(hvd_transport_t *base) {
+    return ((tcp_t *)base)->rdfd;
+}
+
+static int tcp_buffered(hvd_transport_t *base) {
+    tcp_t *t = (tcp_t *)base;
+    for (int r = 0; r < base->size; r++) {
+        const peer_t *p = &t->peers[r];
+        if (p->state == PEER_READY && (p->stage_end > p->stage_pos || p->hdr_got || p->in_frame))
+            return 1;
+    }
+    return 0;
+}
+
 static const hvd_transport_ops_t TCP_OPS = {
     .name = "tcp",
     .exchange = tcp_exchange,
+    .wait_fd = tcp_wait_fd,
+    .buffered = tcp_buffered,
     .abort = tcp_abort,
     .health = tcp_health,
     .destroy = tcp_destroy,
@@ -862,6 +890,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->base.size = cfg->size;
     t->listen_fd = cfg->listen_fd;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    t->rdfd = epoll_create1(EPOLL_CLOEXEC);
     t->secret = *cfg->secret;
     t->generation = cfg->generation;
     t->timeout_ms = cfg->timeout_ms;
@@ -871,7 +900,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->addrs = calloc((size_t)cfg->size, sizeof *t->addrs);
     t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
     t->active = calloc((size_t)cfg->size, sizeof *t->active);
-    if (t->epfd < 0 || !t->addrs || !t->peers || !t->active) {
+    if (t->epfd < 0 || t->rdfd < 0 || !t->addrs || !t->peers || !t->active) {
         tcp_destroy(&t->base);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
@@ -882,6 +911,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = t->listen_fd};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->listen_fd, &ev);
+    rd_add(t, t->listen_fd);
     *t_p = &t->base;
     return HVD_OK;
 }

@@ -69,6 +69,12 @@ typedef struct {
     /* Poison the transport with status and message (the first cause wins) and tell the
      * connected peers. Idempotent. */
     void (*abort)(hvd_transport_t *t, hvd_status_t status, const char *message);
+    /* For a thread that waits between exchanges for a peer to start one (the core's
+     * background thread joins the cycles other ranks start): a descriptor that polls
+     * readable while a peer has sent something or is connecting, and whether bytes already
+     * read from a peer wait to be used (poll cannot see those). -1 / 0 when not supported. */
+    int (*wait_fd)(hvd_transport_t *t);
+    int (*buffered)(hvd_transport_t *t);
     /* HVD_OK, or the first cause once poisoned (copied to hvd_last_error). */
     hvd_status_t (*health)(hvd_transport_t *t);
     void (*destroy)(hvd_transport_t *t);
@@ -77,8 +83,9 @@ typedef struct {
 struct hvd_transport {
     const hvd_transport_ops_t *ops;
     int rank, size; /* global */
-    /* Set by the caller between exchanges: wait without busy-polling (the core's background
-     * thread, whose idle cycles must not burn a core the training code needs). */
+    /* Wait without busy-polling (the core's background thread, whose idle cycles must not
+     * burn a core the training code needs). Read atomically on every idle turn: another
+     * thread may clear it mid-exchange when it starts waiting for that exchange. */
     int quiet;
 };
 
