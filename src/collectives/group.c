@@ -243,6 +243,10 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
                               const size_t *offs, void *gathered, void *stage, const char *what) {
     int p = g->size, me = g->rank;
     mine->seq = g->seq++;
+    int agreed = g->agreed;
+    g->agreed = 0;
+    if (agreed && !lens && !(mine->flags & HVD_SIG_INVALID))
+        return HVD_OK;
     char local_error[1024] = "";
     if (mine->flags & HVD_SIG_INVALID)
         snprintf(local_error, sizeof local_error, "%s", hvd_last_error());

@@ -47,6 +47,10 @@ typedef struct {
     int rank, size;   /* within the group */
     int *members;     /* group rank -> global rank */
     uint32_t seq;     /* collectives called on this group so far */
+    /* Set by the core when every rank is known to make the same valid call (it agreed on it
+     * already): the next signature-only agreement is skipped (one message round saved);
+     * one that carries data still runs. Cleared by that agreement. */
+    int agreed;
     /* scratch reused across calls (grown, freed by fini) */
     void *scratch[3];
     size_t scratch_cap[3];

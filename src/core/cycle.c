@@ -501,10 +501,10 @@ static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, u
 /* The posted blocking call's readiness: 1 when every member of its group posted the same
  * call number on the same communicator; *inline_p when, moreover, every signature is the
  * same and marked for the payload path. *missing gets the members that have not. */
-static int blocking_ready(hvd_engine_t *e, hvd_posted_t *p, int *inline_p, char *missing,
-                          size_t missing_size) {
+static int blocking_ready(hvd_engine_t *e, hvd_posted_t *p, int *inline_p, int *agreed_p,
+                          char *missing, size_t missing_size) {
     hvd_group_t *g = p->g;
-    int ready = 1, same = 1;
+    int ready = 1, same = 1, agreed = 1;
     size_t n = 0;
     missing[0] = '\0';
     for (int m = 0; m < g->size; m++) {
@@ -525,10 +525,13 @@ static int blocking_ready(hvd_engine_t *e, hvd_posted_t *p, int *inline_p, char 
                                       n ? ", " : "", r, host_of(e, r), call);
             continue;
         }
-        if (!hvd__sig_equal(&x->sig, &p->sig) || !(x->flags & HVD_CYC_PAYLOAD))
+        if (!hvd__sig_equal(&x->sig, &p->sig))
+            agreed = 0;
+        if (!(x->flags & HVD_CYC_PAYLOAD))
             same = 0;
     }
-    *inline_p = ready && same && p->payload_path;
+    *agreed_p = ready && agreed && !(p->sig.flags & HVD_SIG_INVALID);
+    *inline_p = *agreed_p && same && p->payload_path;
     return ready;
 }
 
@@ -638,10 +641,10 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
         e->ctx->tp->quiet = 0;
     if (posted) {
         char missing[1024];
-        int inline_path;
-        if (blocking_ready(e, posted, &inline_path, missing, sizeof missing)) {
+        int inline_path, agreed;
+        if (blocking_ready(e, posted, &inline_path, &agreed, missing, sizeof missing)) {
             posted->payload_path = inline_path;
-            st = hvd__engine_run_blocking(e, posted);
+            st = hvd__engine_run_blocking(e, posted, agreed);
             if (st != HVD_OK)
                 return st;
         } else if (shut_rank < 0 && now - posted->posted_ms > e->timeout_ms) {

@@ -134,8 +134,9 @@ hvd_status_t hvd__engine_cycle(hvd_engine_t *e);
 /* Run every response of l in order (fused already). A failure of the data plane fails the
  * engine and is returned; argument errors complete their entries only. */
 hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l);
-/* Run the posted blocking call p, every member having posted it (msgs: this cycle's). */
-hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p);
+/* Run the posted blocking call p, every member having posted it (msgs: this cycle's);
+ * agreed: every member's signature is the same and valid. */
+hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p, int agreed);
 /* Complete a blocking call (its waiter may return at once). */
 void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
                                  const char *message);

@@ -92,8 +92,11 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
     }
 }
 
-hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p) {
+hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p, int agreed) {
+    if (!p->payload_path && agreed && p->op.coll == HVD_COLL_ALLREDUCE)
+        p->g->agreed = 1; /* the cycle compared the full signatures already */
     hvd_status_t st = p->payload_path ? run_inline(e, p) : run_coll(p->g, &p->op);
+    p->g->agreed = 0;
     if (st != HVD_OK && !op_error(st))
         return st; /* fails the engine, and this call with it */
     if (st == HVD_ERR_MISMATCH)
@@ -176,8 +179,10 @@ static hvd_status_t direct(hvd_engine_t *e, const hvd_response_t *r, uint32_t i,
     }
     if (e->tl)
         hvd__timeline_begin(e->tl, r->names[i], "TCP_ALLREDUCE");
+    e->ctx->global.agreed = 1; /* negotiated: every rank runs this very response */
     hvd_status_t st = hvd__coll_allreduce(&e->ctx->global, send, recv, n, dt,
                                           (hvd_reduce_op_t)r->op, r->prescale, r->postscale);
+    e->ctx->global.agreed = 0;
     if (e->tl)
         hvd__timeline_end(e->tl, r->names[i], NULL);
     return st;
@@ -231,8 +236,10 @@ static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entr
         tl_fused(e, r, es, NULL);
         tl_fused(e, r, es, "TCP_ALLREDUCE");
     }
+    e->ctx->global.agreed = 1;
     st = hvd__coll_allreduce(&e->ctx->global, e->fusion, e->fusion, total, dt,
                              (hvd_reduce_op_t)r->op, r->prescale, r->postscale);
+    e->ctx->global.agreed = 0;
     if (e->tl) {
         tl_fused(e, r, es, NULL);
         tl_fused(e, r, es, "MEMCPY_OUT_FUSION_BUFFER");
