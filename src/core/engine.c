@@ -127,11 +127,12 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
     return st;
 }
 
-/* Sleep until the cycle counter moves past seen (bounded: cycles end with a broadcast). */
-static void wait_cycle_end(hvd_engine_t *e, uint64_t seen) {
+/* Sleep until the cycle counter moves past seen or *done (done may be NULL) is set: at
+ * most 100 ms, a bound and not a poll, since cycles end with a broadcast. */
+static void wait_cycle_end(hvd_engine_t *e, uint64_t seen, const int *done) {
     pthread_mutex_lock(&e->state_lock);
     e->sleepers++;
-    if (e->cycles == seen) {
+    if (e->cycles == seen && !(done && __atomic_load_n(done, __ATOMIC_ACQUIRE))) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -182,20 +183,7 @@ static void progress(hvd_engine_t *e, const int *done) {
         }
         sched_yield();
     }
-    pthread_mutex_lock(&e->state_lock);
-    e->sleepers++;
-    while (e->cycles == seen && !__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L; /* a bound, not a poll: cycles end with a broadcast */
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
-    }
-    e->sleepers--;
-    pthread_mutex_unlock(&e->state_lock);
+    wait_cycle_end(e, seen, done);
 }
 
 static hvd_status_t tq_progress(void *arg) {
@@ -243,7 +231,7 @@ static void *thread_main(void *arg) {
         int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
         if (!idle && now >= last + interval) {
             if (try_cycle(e, 1) == 1)
-                wait_cycle_end(e, seen);
+                wait_cycle_end(e, seen, NULL);
             continue;
         }
         int64_t wait_us = idle ? 1000000 : last + interval - now;
@@ -270,7 +258,7 @@ static void *thread_main(void *arg) {
         if (rc > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             /* A peer started a cycle: join it now, at full speed (someone waits on it). */
             if (try_cycle(e, 0) == 1)
-                wait_cycle_end(e, seen);
+                wait_cycle_end(e, seen, NULL);
             continue;
         }
         /* Waiters drove cycles all along (a blocking call drives its own) and no named

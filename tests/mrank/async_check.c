@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_clock.h"
+
 #define GUARD 32
 #define GUARD_BYTE 0x5a
 #define SENTINEL_BYTE 0xa5
@@ -112,18 +114,6 @@ __attribute__((format(printf, 2, 3), noreturn)) static void fail_at(int line, co
         if (!strstr(m_, s_))                                                                       \
             fail_at(__LINE__, "[%s] not found in the message: %s", s_, m_);                        \
     } while (0)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long long real_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

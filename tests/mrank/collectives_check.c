@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_clock.h"
+
 #define MAX_RANKS 256
 #define GUARD 64
 
@@ -81,18 +83,6 @@ static struct {
 static int g_rank = -1, g_size = 0;
 static long long g_pass, g_fail;
 static uint64_t g_hash;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long long real_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 __attribute__((format(printf, 1, 2))) static void failf(const char *fmt, ...) {
     char buf[4096];
