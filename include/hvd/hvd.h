@@ -147,7 +147,7 @@ HVD_API hvd_status_t hvd_barrier(void);
  * persistent buffer of HOROVOD_FUSION_THRESHOLD bytes. Buffers must stay valid and
  * untouched until the handle completes.
  *
- * Names are 1..1024 bytes without NUL. Enqueueing a name that is still in flight on this
+ * Names are 1..1024 bytes without NUL, copied at enqueue. Enqueueing a name still in flight on this
  * rank fails at once with HVD_ERR_INVALID_ARG; the earlier operation is unaffected. When
  * ranks disagree on a name's operation, dtype, count, reduce op, scale factors or root,
  * every rank's handle completes with HVD_ERR_MISMATCH and a message naming the ranks.

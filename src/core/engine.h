@@ -9,10 +9,12 @@
  * responses; every rank then runs the blocking call (if every member posted it) and the
  * responses, fused (controller/fusion.h), in the same order.
  *
- * Who runs cycles: a background thread every HOROVOD_CYCLE_TIME ms (waiting without busy
- * polling), and any thread that waits (hvd_wait, a blocking call) runs them itself back to
- * back, so a waiter never sleeps on a hand-off. One cycle runs at a time per process; cycles
- * are matched across ranks by their order, so it does not matter which thread runs one.
+ * Who runs cycles: any thread that waits (hvd_wait, a blocking call) runs them itself back
+ * to back, so a waiter never sleeps on a hand-off; the background thread joins the cycles
+ * other ranks start as their messages arrive, and starts one itself HOROVOD_CYCLE_TIME ms
+ * after work was enqueued that no thread waits for (less often while nothing is in flight;
+ * engine_impl.h). One cycle runs at a time per process; cycles are matched across ranks by
+ * their order, so it does not matter which thread runs one.
  *
  * Failure: a cycle that fails (a peer lost, a timeout, a protocol error) poisons the
  * transport, which tells every peer the first cause; every pending handle and blocking call
