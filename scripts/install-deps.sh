@@ -17,6 +17,8 @@ packages=(
   libcmocka-dev                      # unit tests
   procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
   iproute2                           # ss (find a worker's data port) and ip netns
+  openssh-server openssh-client      # tests/netns: an sshd per namespace "host", ssh into it
+  iputils-ping                       # tests/netns: reachability checks between namespaces
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
 )
