@@ -111,7 +111,7 @@ int hvd__sig_equal(const hvd_sig_t *a, const hvd_sig_t *b) {
            a->root == b->root && a->count == b->count && a->extra == b->extra && a->seq == b->seq;
 }
 
-static const char *coll_name(unsigned c) {
+const char *hvd__coll_name(unsigned c) {
     static const char *names[] = {"?",          "allreduce", "broadcast",     "allgather",
                                   "allgatherv", "alltoall",  "reducescatter", "barrier"};
     return c < sizeof names / sizeof *names ? names[c] : "?";
@@ -119,14 +119,15 @@ static const char *coll_name(unsigned c) {
 
 void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size) {
     if (s->flags & HVD_SIG_INVALID) {
-        snprintf(out, out_size, "%s with invalid arguments (call #%u)", coll_name(s->coll), s->seq);
+        snprintf(out, out_size, "%s with invalid arguments (call #%u)", hvd__coll_name(s->coll),
+                 s->seq);
         return;
     }
     const char *dt = hvd__dtype_name((hvd_dtype_t)s->dtype);
     switch (s->coll) {
     case HVD_COLL_ALLREDUCE:
     case HVD_COLL_REDUCESCATTER:
-        snprintf(out, out_size, "%s(count %llu, %s, %s) as call #%u", coll_name(s->coll),
+        snprintf(out, out_size, "%s(count %llu, %s, %s) as call #%u", hvd__coll_name(s->coll),
                  (unsigned long long)s->count, dt, hvd__reduce_op_name((hvd_reduce_op_t)s->op),
                  s->seq);
         break;
@@ -142,7 +143,7 @@ void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size) {
         snprintf(out, out_size, "barrier as call #%u", s->seq);
         break;
     default:
-        snprintf(out, out_size, "%s(count %llu, %s) as call #%u", coll_name(s->coll),
+        snprintf(out, out_size, "%s(count %llu, %s) as call #%u", hvd__coll_name(s->coll),
                  (unsigned long long)s->count, dt, s->seq);
     }
 }

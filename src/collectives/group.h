@@ -108,6 +108,9 @@ int hvd__sig_equal(const hvd_sig_t *a, const hvd_sig_t *b);
  * the distinct calls and the ranks that made each. */
 hvd_status_t hvd__group_report_mismatch(hvd_group_t *g, const char *what);
 
+/* "allreduce", "broadcast", ... for a hvd_coll_t; "?" outside it. */
+const char *hvd__coll_name(unsigned coll);
+
 /* "allreduce(count 10, float32, sum)" for messages. */
 void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size);
 

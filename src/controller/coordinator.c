@@ -119,12 +119,6 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
     return HVD_OK;
 }
 
-static const char *type_name(int t) {
-    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "JOIN",
-                                  "ADASUM",    "ALLTOALL",  "BARRIER",   "REDUCESCATTER"};
-    return t >= 0 && t < 8 ? names[t] : "UNKNOWN";
-}
-
 static void shape_str(const hvd_request_t *r, char *out, size_t n) {
     size_t k = (size_t)snprintf(out, n, "[");
     for (int d = 0; d < r->ndims && k < n; d++)
@@ -144,7 +138,7 @@ static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, s
     }
     if (a->type != b->type) {
         snprintf(msg, n, "Mismatched operations: One rank did an %s, but another rank did an %s.",
-                 type_name(a->type), type_name(b->type));
+                 hvd__neg_type_name(a->type), hvd__neg_type_name(b->type));
         return 1;
     }
     int t = a->type;
@@ -157,7 +151,7 @@ static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, s
         snprintf(msg, n,
                  "Mismatched %s tensor shapes: One rank sent a tensor of shape %s, but another "
                  "rank sent a tensor of shape %s.",
-                 type_name(t), sa, sb);
+                 hvd__neg_type_name(t), sa, sb);
         return 1;
     }
     if ((t == HVD_REQ_ALLREDUCE || t == HVD_REQ_ADASUM || t == HVD_REQ_REDUCESCATTER) &&

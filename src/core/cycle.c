@@ -20,12 +20,6 @@
 #define REQUESTS_MAX ((size_t)64 << 20)
 #define RESPONSES_MAX ((size_t)256 << 20)
 
-static const char *type_name(int t) {
-    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST",     "JOIN", "ADASUM",
-                                  "ALLTOALL",  "BARRIER",   "REDUCESCATTER", "ERROR"};
-    return t >= 0 && t < 9 ? names[t] : "UNKNOWN";
-}
-
 static hvd_status_t pend_add(hvd_pend_list_t *l, hvd_entry_t *x, uint32_t bit, int64_t since) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -118,20 +112,6 @@ static hvd_status_t intake(hvd_engine_t *e, int64_t now) {
     return HVD_OK;
 }
 
-static hvd_status_t grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (need <= *cap)
-        return HVD_OK;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    uint8_t *b = realloc(*buf, c);
-    if (!b)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
-    *buf = b;
-    *cap = c;
-    return HVD_OK;
-}
-
 static void set_bit(uint8_t *words, uint32_t bit) {
     words[bit / 8] |= (uint8_t)(1u << (bit % 8));
 }
@@ -146,7 +126,7 @@ static int get_bit(const uint8_t *words, uint32_t bit) {
 static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwords,
                                   size_t *len_p) {
     size_t wbytes = (size_t)nwords * 8;
-    hvd_status_t st = grow(&e->words, &e->words_cap, 4 * wbytes + 1);
+    hvd_status_t st = hvd__engine_reserve(&e->words, &e->words_cap, 4 * wbytes + 1);
     if (st != HVD_OK)
         return st;
     memset(e->words, 0, 4 * wbytes);
@@ -179,7 +159,7 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
         m.payload_len = (uint32_t)p->payload_len;
     }
     size_t len = hvd__cycle_size(&m);
-    st = grow(&e->msg, &e->msg_cap, len);
+    st = hvd__engine_reserve(&e->msg, &e->msg_cap, len);
     if (st != HVD_OK)
         return st;
     hvd__cycle_encode(&m, e->msg);
@@ -310,7 +290,7 @@ static void tl_ready(hvd_engine_t *e, const char *name, int type, int rank) {
         }
         e->tl_nopen++;
         char act[48];
-        snprintf(act, sizeof act, "NEGOTIATE_%s", type_name(type));
+        snprintf(act, sizeof act, "NEGOTIATE_%s", hvd__neg_type_name(type));
         hvd__timeline_begin(e->tl, name, act);
     }
     if (!o->marked[rank]) {

@@ -29,6 +29,19 @@ void hvd__engine_note_idle(hvd_engine_t *e, int idle) {
     __atomic_store_n(&e->bg_interval_us, v, __ATOMIC_RELAXED);
 }
 
+hvd_status_t hvd__engine_reserve(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap)
+        return HVD_OK;
+    /* an eighth of headroom: few regrowths, and the fusion buffer stays near its need */
+    size_t c = need + need / 8 + 64;
+    uint8_t *b = realloc(*buf, c);
+    if (!b)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    *buf = b;
+    *cap = c;
+    return HVD_OK;
+}
+
 int64_t hvd__engine_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -441,7 +454,7 @@ hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
  * alone (small allreduce, allgather and broadcast, barrier), prepare this rank's payload.
  * An argument error is recorded in the signature (HVD_SIG_INVALID), so that every rank
  * falls back to the collective's own agreement, which reports it everywhere. */
-static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
+static hvd_status_t prepare(hvd_posted_t *p) {
     const hvd_blocking_op_t *o = &p->op;
     hvd_group_t *g = p->g;
     hvd_sig_t *s = &p->sig;
@@ -451,11 +464,8 @@ static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
     s->op = (uint8_t)o->op;
     s->root = o->root;
     s->count = o->count;
-    static const char *const names[] = {"?",          "allreduce", "broadcast",     "allgather",
-                                        "allgatherv", "alltoall",  "reducescatter", "barrier"};
     char what[96];
-    hvd__coll_what(g, (unsigned)o->coll < 8 ? names[o->coll] : "?", what, sizeof what);
-    (void)e;
+    hvd__coll_what(g, hvd__coll_name(o->coll), what, sizeof what);
     switch (o->coll) {
     case HVD_COLL_ALLREDUCE: {
         size_t wbytes;
@@ -519,7 +529,7 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
         return dead_error(e);
     }
     hvd_posted_t p = {.op = *op, .g = g};
-    hvd_status_t st = prepare(e, &p);
+    hvd_status_t st = prepare(&p);
     if (st != HVD_OK) {
         pthread_mutex_unlock(&e->blocking_lock);
         return st;

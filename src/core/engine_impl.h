@@ -120,6 +120,8 @@ struct hvd_engine {
  * peer already, complete everything pending with st and message, refuse later work. */
 void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
 int64_t hvd__engine_now_ms(void);
+/* Grow *buf (contents kept) to at least need bytes: the engine's reused buffers. */
+hvd_status_t hvd__engine_reserve(uint8_t **buf, size_t *cap, size_t need);
 
 /* Count a background cycle as idle (nothing in flight here) or not, adjusting its interval. */
 void hvd__engine_note_idle(hvd_engine_t *e, int idle);

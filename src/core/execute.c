@@ -123,18 +123,6 @@ static void tl_end_all(hvd_engine_t *e, const hvd_response_t *r, int with_args) 
     }
 }
 
-static hvd_status_t buffer(uint8_t **buf, size_t *cap, size_t need, int zero) {
-    if (need > *cap) {
-        free(*buf);
-        *buf = (zero ? calloc(need, 1) : malloc(need));
-        *cap = *buf ? need : 0;
-        if (!*buf)
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for %zu bytes of fusion buffer",
-                                  need);
-    }
-    return HVD_OK;
-}
-
 /* The in-flight entries of r's names (NULL where this rank, having joined, has none). */
 static hvd_status_t find_entries(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **out) {
     for (uint32_t i = 0; i < r->nnames; i++) {
@@ -171,7 +159,7 @@ static hvd_status_t direct(hvd_engine_t *e, const hvd_response_t *r, uint32_t i,
         send = x->send;
         recv = x->recv;
     } else {
-        hvd_status_t st = buffer(&e->zeros, &e->zeros_cap, bytes + 1, 1);
+        hvd_status_t st = hvd__engine_reserve(&e->zeros, &e->zeros_cap, bytes + 1);
         if (st != HVD_OK)
             return st;
         memset(e->zeros, 0, bytes);
@@ -216,7 +204,7 @@ static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entr
             st = direct(e, r, i, x[i]);
     if (nfused < 2 || st != HVD_OK)
         return st;
-    st = buffer(&e->fusion, &e->fusion_cap, total * es + 1, 0);
+    st = hvd__engine_reserve(&e->fusion, &e->fusion_cap, total * es + 1);
     if (st != HVD_OK)
         return st;
     if (e->tl)
@@ -292,8 +280,6 @@ static const char *tcp_activity(int type) {
 }
 
 static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **x) {
-    static const char *names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "JOIN",
-                                  "ADASUM",    "ALLTOALL",  "BARRIER",   "REDUCESCATTER"};
     if (r->type == HVD_RESP_ERROR) {
         for (uint32_t i = 0; i < r->nnames; i++) {
             hvd_entry_t *y = hvd__tq_find(e->tq, r->names[i]);
@@ -316,7 +302,7 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
     if (st != HVD_OK)
         return st;
     if (e->tl)
-        tl_all(e, r, r->type < 8 ? names[r->type] : "UNKNOWN");
+        tl_all(e, r, hvd__neg_type_name(r->type));
     if (r->type == HVD_REQ_ALLREDUCE) {
         st = allreduce(e, r, x);
     } else {

@@ -71,6 +71,10 @@ typedef struct {
     int shutdown;
 } hvd_response_list_t;
 
+/* "ALLREDUCE", ..., "ERROR" (the reference's names, for messages and the timeline);
+ * "UNKNOWN" outside the enum. */
+const char *hvd__neg_type_name(int type);
+
 /* Encode into a malloc'd buffer (*buf_p, *len_p). HVD_ERR_INVALID_ARG when an item breaks
  * the bounds above (named), HVD_ERR_NO_MEMORY. */
 hvd_status_t hvd__neg_requests_encode(const hvd_request_list_t *l, uint8_t **buf_p, size_t *len_p);
