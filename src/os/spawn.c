@@ -180,7 +180,7 @@ static void send_report(int fd, char tag, int32_t value) {
 /* Close every fd >= 3 except the listed ones. close_range() where the kernel has it (5.9+),
  * else one by one up to the fd limit. */
 static void close_fds_except(const int *keep, int n) {
-    int sorted[4];
+    int sorted[8]; /* n <= 8 */
     for (int i = 0; i < n; i++) {
         int j = i;
         for (; j > 0 && sorted[j - 1] > keep[i]; j--)
@@ -215,7 +215,8 @@ static int move_above_stdio(int fd) {
 /* ---- the command (grandchild) -----------------------------------------------------------------
  */
 
-static _Noreturn void command_main(exec_plan_t *plan, pid_t middleman, int out_w, int err_w) {
+static _Noreturn void command_main(exec_plan_t *plan, pid_t middleman, int in_r, int out_w,
+                                   int err_w) {
     /* Its own process group, so that the tree can be signalled as a whole. */
     setpgid(0, 0);
     /* If the middleman is killed outright (OOM killer, kill -9), the command dies with it
@@ -226,10 +227,14 @@ static _Noreturn void command_main(exec_plan_t *plan, pid_t middleman, int out_w
 
     out_w = move_above_stdio(out_w);
     err_w = move_above_stdio(err_w);
-    /* not close-on-exec: if it lands on 0 (stdin was closed) it is the command's stdin */
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd > 0)
-        dup2(null_fd, 0);
+    if (in_r >= 0) {
+        dup2(in_r, 0);
+    } else {
+        /* not close-on-exec: if it lands on 0 (stdin was closed) it is the command's stdin */
+        int null_fd = open("/dev/null", O_RDONLY);
+        if (null_fd > 0)
+            dup2(null_fd, 0);
+    }
     dup2(out_w, 1);
     dup2(err_w, 2);
     close_fds_except(NULL, 0);
@@ -459,7 +464,8 @@ static void reap_children(pid_t cmd, int *cmd_done, int *cmd_status) {
         }
 }
 
-static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int out_w, int err_w) {
+static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int in_r, int in_w, int out_w,
+                                     int err_w) {
     pid_t self = getpid();
 
     /* Keep only our three fds (fork copied all of the launcher's: other ranks' pipes, the
@@ -468,12 +474,17 @@ static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int out_w, int 
     ctl = move_above_stdio(ctl);
     out_w = move_above_stdio(out_w);
     err_w = move_above_stdio(err_w);
+    if (in_r >= 0) {
+        in_r = move_above_stdio(in_r);
+        in_w = move_above_stdio(in_w);
+    }
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd < 3 && null_fd >= 0; fd++)
         if (fd != null_fd)
             dup2(null_fd, fd);
-    int keep[3] = {ctl, out_w, err_w};
-    close_fds_except(keep, 3);
+    /* in_w stays open until the middleman exits: the command's stdin ends with supervision */
+    int keep[5] = {ctl, out_w, err_w, in_r, in_w};
+    close_fds_except(keep, in_r >= 0 ? 5 : 3);
 
     setsid();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -494,7 +505,7 @@ static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int out_w, int 
 
     pid_t cmd = fork();
     if (cmd == 0)
-        command_main(plan, self, out_w, err_w);
+        command_main(plan, self, in_r, out_w, err_w);
     if (cmd < 0) {
         int e = errno;
         char msg[512];
@@ -512,6 +523,8 @@ static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int out_w, int 
     /* Only the command's tree may hold the write ends, so that EOF means it is gone. */
     close(out_w);
     close(err_w);
+    if (in_r >= 0)
+        close(in_r); /* the command is the only reader */
     send_report(ctl, REPORT_PID, cmd);
 
     int cmd_done = 0, cmd_status = 0, reported = 0, stopping = 0;
@@ -619,17 +632,53 @@ static int set_nonblocking(int fd) {
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* A pipe holding all of data, made large enough first, so that writing never blocks and the
+ * command finds everything there when it starts. */
+static int fill_stdin_pipe(const void *data, size_t len, int fds[2]) {
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    if (len > 65536 && fcntl(fds[1], F_SETPIPE_SZ, (int)len) < 0)
+        goto fail;
+    if (set_nonblocking(fds[1]) != 0)
+        goto fail;
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fds[1], (const char *)data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto fail;
+        off += (size_t)w;
+    }
+    return 0;
+fail:;
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    fds[0] = fds[1] = -1;
+    errno = e ? e : EIO;
+    return -1;
+}
+
 hvd_status_t hvd__spawn_start(const hvd_spawn_config_t *cfg, hvd_spawn_t *proc_p) {
     if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
         return hvd__error_set(HVD_ERR_INVALID_ARG, "no command to start");
+    if (cfg->stdin_data && cfg->stdin_len > HVD_SPAWN_STDIN_MAX)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "cannot start '%s': its input is %zu bytes, more than the %d "
+                              "a command can be given",
+                              cfg->argv[0], cfg->stdin_len, HVD_SPAWN_STDIN_MAX);
     exec_plan_t plan;
     hvd_status_t st = plan_init(cfg, &plan);
     if (st != HVD_OK)
         return st;
-    int out[2], err[2], ctl[2];
+    int in[2] = {-1, -1}, out[2], err[2], ctl[2];
     const char *what = "pipe";
-    if (pipe2(out, O_CLOEXEC) != 0)
+    if (cfg->stdin_data && fill_stdin_pipe(cfg->stdin_data, cfg->stdin_len, in) != 0) {
+        what = "stdin pipe";
         goto err_free_plan;
+    }
+    if (pipe2(out, O_CLOEXEC) != 0)
+        goto err_close_in;
     if (pipe2(err, O_CLOEXEC) != 0)
         goto err_close_out;
     what = "socketpair";
@@ -644,7 +693,11 @@ hvd_status_t hvd__spawn_start(const hvd_spawn_config_t *cfg, hvd_spawn_t *proc_p
     if (pid < 0)
         goto err_close_ctl;
     if (pid == 0)
-        middleman_main(&plan, ctl[1], out[1], err[1]);
+        middleman_main(&plan, ctl[1], in[0], in[1], out[1], err[1]);
+    if (in[0] >= 0) {
+        close(in[0]);
+        close(in[1]);
+    }
     close(out[1]);
     close(err[1]);
     close(ctl[1]);
@@ -661,6 +714,11 @@ err_close_err:
 err_close_out:
     close(out[0]);
     close(out[1]);
+err_close_in:
+    if (in[0] >= 0) {
+        close(in[0]);
+        close(in[1]);
+    }
 err_free_plan:;
     int e = errno;
     plan_fini(&plan);

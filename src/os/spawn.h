@@ -36,7 +36,16 @@ typedef struct {
     char *const *envp; /* the command's whole environment (NULL: empty) */
     int grace_ms;      /* SIGTERM -> SIGKILL; <= 0 means HVD_SPAWN_DEFAULT_GRACE_MS */
     long nofile_soft;  /* soft RLIMIT_NOFILE the command starts with; 0: inherit */
+    /* What the command reads on stdin (NULL: /dev/null). The bytes are put in a pipe before
+     * the command starts, and the middleman keeps the pipe's write end open for as long as it
+     * lives, so the command sees end of file only when its supervision ends: an ssh client
+     * forwards that end of file to the remote side, which ends the remote rank. At most
+     * HVD_SPAWN_STDIN_MAX bytes. */
+    const void *stdin_data;
+    size_t stdin_len;
 } hvd_spawn_config_t;
+
+#define HVD_SPAWN_STDIN_MAX (1024 * 1024)
 
 #define HVD_SPAWN_DEFAULT_GRACE_MS 5000
 

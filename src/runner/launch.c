@@ -7,6 +7,7 @@
 #include "common/params.h"
 #include "os/spawn.h"
 #include "runner/output.h"
+#include "runner/remote_exec.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -129,22 +130,20 @@ static void sb_add(strbuf_t *b, const char *s, size_t n) {
 
 /* Python's shlex.quote, as Horovod prints worker commands. */
 static void sb_quoted(strbuf_t *b, const char *s) {
-    int safe = *s != '\0';
-    for (const char *c = s; *c && safe; c++)
-        safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-               strchr("@%+=:,./_-", *c);
-    if (safe) {
-        sb_add(b, s, strlen(s));
+    char small[256];
+    size_t need = hvd__shell_quote(s, small, sizeof small);
+    if (need < sizeof small) {
+        sb_add(b, small, need);
         return;
     }
-    sb_add(b, "'", 1);
-    for (const char *c = s; *c; c++) {
-        if (*c == '\'')
-            sb_add(b, "'\"'\"'", 5);
-        else
-            sb_add(b, c, 1);
+    char *big = malloc(need + 1);
+    if (!big) {
+        b->failed = 1;
+        return;
     }
-    sb_add(b, "'", 1);
+    hvd__shell_quote(s, big, need + 1);
+    sb_add(b, big, need);
+    free(big);
 }
 
 static void sb_assignment(strbuf_t *b, const char *entry) {
@@ -237,8 +236,18 @@ static void wipe_env(hvd_env_list_t *vars) {
 
 /* --verbose: `env <slot vars> <exports> <command>`, quoted like Horovod's, without the secret
  * and without the inherited environment (Horovod prints all of it, issue #2484). */
-static void print_command(const job_t *job, const hvd_env_list_t *vars) {
+static void print_command(const job_t *job, char *const *ssh_argv, const hvd_env_list_t *vars) {
     strbuf_t b = {0};
+    for (char *const *a = ssh_argv; a && *a; a++) {
+        sb_quoted(&b, *a);
+        sb_add(&b, " ", 1);
+    }
+    if (ssh_argv) {
+        /* what the remote side runs, from the spec ssh carries on its stdin */
+        sb_add(&b, "<<< cd ", 7);
+        sb_quoted(&b, job->cfg->cwd ? job->cfg->cwd : ".");
+        sb_add(&b, " && ", 4);
+    }
     sb_add(&b, "env", 3);
     for (size_t i = 0; i < vars->count; i++)
         if (!is_secret_entry(vars->entries[i]))
@@ -457,6 +466,31 @@ static void loop_once(job_t *job, int timeout_ms) {
     enforce_deadlines(job);
 }
 
+/* ssh's argv for a remote rank and the spec it carries on stdin (envp: the rank's whole
+ * environment, secret included). */
+static hvd_status_t remote_command(const job_t *job, const char *host, char *const *envp,
+                                   char ***ssh_argv_p, uint8_t **spec_p, size_t *spec_len_p) {
+    const hvd_launch_config_t *cfg = job->cfg;
+    strbuf_t rc = {0};
+    sb_quoted(&rc, cfg->remote_exe ? cfg->remote_exe : "horovodrun");
+    sb_add(&rc, " " HVD_EXEC_OPTION, 1 + strlen(HVD_EXEC_OPTION));
+    if (rc.failed) {
+        free(rc.p);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an ssh command");
+    }
+    hvd_status_t st = hvd__ssh_argv(cfg->ssh, host, rc.p, ssh_argv_p);
+    free(rc.p);
+    if (st == HVD_OK) {
+        st = hvd__exec_spec_encode(cfg->cwd ? cfg->cwd : ".", envp, cfg->command, spec_p,
+                                   spec_len_p);
+        if (st != HVD_OK) {
+            hvd__ssh_argv_free(*ssh_argv_p);
+            *ssh_argv_p = NULL;
+        }
+    }
+    return st;
+}
+
 static hvd_status_t start_rank(job_t *job, size_t i) {
     const hvd_launch_config_t *cfg = job->cfg;
     rank_t *r = &job->ranks[i];
@@ -481,13 +515,30 @@ static hvd_status_t start_rank(job_t *job, size_t i) {
         memcpy(envp, job->base.entries, nb * sizeof *envp);
     memcpy(envp + nb, vars.entries, vars.count * sizeof *envp);
     envp[nb + vars.count] = NULL;
-    if (cfg->verbose)
-        print_command(job, &vars);
     hvd_spawn_config_t sc = {.argv = cfg->command,
                              .envp = envp,
                              .grace_ms = job->grace_ms,
                              .nofile_soft = job->nofile_soft};
-    st = hvd__spawn_start(&sc, &r->proc);
+    char **ssh_argv = NULL;
+    uint8_t *spec = NULL;
+    size_t spec_len = 0;
+    if (cfg->remote && cfg->remote[i]) {
+        /* ssh itself runs with horovodrun's environment; the rank's goes in the spec */
+        st = remote_command(job, r->slot->host, envp, &ssh_argv, &spec, &spec_len);
+        sc.argv = ssh_argv;
+        sc.envp = environ;
+        sc.stdin_data = spec;
+        sc.stdin_len = spec_len;
+    }
+    if (st == HVD_OK && cfg->verbose)
+        print_command(job, ssh_argv, &vars);
+    if (st == HVD_OK)
+        st = hvd__spawn_start(&sc, &r->proc);
+    if (spec) {
+        explicit_bzero(spec, spec_len);
+        free(spec);
+    }
+    hvd__ssh_argv_free(ssh_argv);
     free(envp);
     wipe_env(&vars);
     if (st != HVD_OK)

@@ -13,6 +13,7 @@
 #include "crypto/secret.h"
 #include "runner/env_list.h"
 #include "runner/hosts.h"
+#include "runner/ssh.h"
 
 typedef struct {
     const hvd_slot_plan_t *plan;
@@ -23,9 +24,16 @@ typedef struct {
     int prefix_timestamp;          /* --prefix-output-with-timestamp */
     int verbose;                   /* print each worker's command (never the secret) */
     int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period; <= 0: 5000 */
-    int out_fd, err_fd;            /* where tagged output goes (normally 1 and 2); the
-                                      launcher's own messages go to err_fd, --verbose
-                                      command lines to out_fd */
+    /* Remote slots (NULL: every slot is on this host): remote[i] != 0 starts slot i as
+     * `ssh <ssh options> host '<remote_exe>' --internal-exec` with the rank's spec on ssh's
+     * stdin (runner/remote_exec.h), to be run in cwd over there. */
+    const unsigned char *remote;
+    const hvd_ssh_opts_t *ssh;
+    const char *remote_exe;
+    const char *cwd;
+    int out_fd, err_fd; /* where tagged output goes (normally 1 and 2); the
+                           launcher's own messages go to err_fd, --verbose
+                           command lines to out_fd */
 } hvd_launch_config_t;
 
 /* Run the job to completion; blocks until every rank's middleman has been reaped and its

@@ -7,11 +7,14 @@
 #include "common/params.h"
 #include "crypto/secret.h"
 #include "os/netif.h"
+#include "os/socket.h"
 #include "os/spawn.h"
 #include "rendezvous/kv_server.h"
 #include "runner/help.h"
 #include "runner/hosts.h"
 #include "runner/launch.h"
+#include "runner/remote_exec.h"
+#include "runner/ssh.h"
 #include "runner/settings.h"
 
 #include <signal.h>
@@ -54,37 +57,53 @@ static hvd_status_t check_supported(const hvd_settings_t *s) {
     return HVD_OK;
 }
 
-/* Every host of the plan must be this machine until the ssh launch exists. */
-static hvd_status_t check_local(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
-                                int verbose) {
-    if (verbose)
-        printf("Filtering local host names.\n");
+/* Which slots are on other hosts (reference 3.4: a host is local when it resolves to one of
+ * this machine's addresses), and the remote host names, each once, in plan order. */
+static hvd_status_t split_hosts(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
+                                int verbose, unsigned char **remote_p, const char ***names_p,
+                                size_t *count_p) {
+    unsigned char *remote = calloc(plan->count ? plan->count : 1, 1);
+    const char **names = calloc(plan->count ? plan->count : 1, sizeof *names);
+    if (!remote || !names) {
+        free(remote);
+        free(names);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    size_t count = 0;
     for (size_t i = 0; i < plan->count; i++) {
         const char *h = plan->slots[i].host;
-        if (!hvd__netif_is_local_host(h, ifs, n)) {
-            if (verbose)
-                printf("Remote host found: %s\n", h);
-            return hvd__error_set(HVD_ERR_UNSUPPORTED,
-                                  "host '%s' is not this machine (it does not resolve to one "
-                                  "of its addresses); launching on remote hosts over ssh is "
-                                  "not available in this build yet",
-                                  h);
-        }
+        remote[i] = !hvd__netif_is_local_host(h, ifs, n);
+        int seen = 0;
+        for (size_t k = 0; k < count && !seen; k++)
+            seen = strcmp(names[k], h) == 0;
+        if (remote[i] && !seen)
+            names[count++] = h;
     }
-    if (verbose)
-        printf("Remote host found: \n");
+    if (verbose) {
+        printf("Filtering local host names.\nRemote host found:");
+        for (size_t k = 0; k < count; k++)
+            printf(" %s", names[k]);
+        printf("%s\n", count ? "" : " ");
+    }
+    *remote_p = remote;
+    *names_p = names;
+    *count_p = count;
     return HVD_OK;
 }
 
-/* The data-plane interfaces: the user's (each must exist here), else the one holding
- * 127.0.0.1, as Horovod does when all hosts are local. */
-static hvd_status_t choose_nics(const hvd_settings_t *s, const hvd_netif_t *ifs, size_t n,
-                                char *iface, size_t iface_size, char *all, size_t all_size) {
+/* The data-plane interfaces and the address ranks reach the rendezvous store at.
+ * All hosts local: the user's interfaces (each must exist here), else the one holding
+ * 127.0.0.1, as Horovod does; the store listens on loopback.
+ * Remote hosts: the user's interfaces, else the one this machine uses to reach the first
+ * remote host; the store is reached at this machine's address on that interface. */
+static hvd_status_t choose_network(const hvd_settings_t *s, const hvd_netif_t *ifs, size_t n,
+                                   const char *first_remote, char *iface, size_t iface_size,
+                                   char *all, size_t all_size, char driver_ip[16]) {
     all[0] = '\0';
     if (s->nic_count) {
         size_t used = 0;
         for (size_t i = 0; i < s->nic_count; i++) {
-            if (!hvd__netif_by_name(s->nics[i], ifs, n))
+            if (!first_remote && !hvd__netif_by_name(s->nics[i], ifs, n))
                 return hvd__error_set(HVD_ERR_INVALID_ARG,
                                       "network interface '%s' does not exist or has no IPv4 "
                                       "address on this host",
@@ -93,11 +112,29 @@ static hvd_status_t choose_nics(const hvd_settings_t *s, const hvd_netif_t *ifs,
                                      i ? "," : "", s->nics[i]);
         }
         snprintf(iface, iface_size, "%s", s->nics[0]);
+        const hvd_netif_t *mine = hvd__netif_by_name(s->nics[0], ifs, n);
+        if (!first_remote)
+            snprintf(driver_ip, 16, "127.0.0.1");
+        else if (mine)
+            snprintf(driver_ip, 16, "%s", mine->addr);
+        else
+            return hvd__socket_route_addr(first_remote, 22, driver_ip);
+        return HVD_OK;
+    }
+    if (first_remote) {
+        hvd_status_t st = hvd__socket_route_addr(first_remote, 22, driver_ip);
+        if (st != HVD_OK)
+            return hvd__error_wrap(st, "cannot find this machine's address toward host %s",
+                                   first_remote);
+        const hvd_netif_t *mine = hvd__netif_by_addr(driver_ip, ifs, n);
+        snprintf(iface, iface_size, "%s", mine ? mine->name : "");
+        snprintf(all, all_size, "%s", iface);
         return HVD_OK;
     }
     const hvd_netif_t *lo = hvd__netif_by_addr("127.0.0.1", ifs, n);
     snprintf(iface, iface_size, "%s", lo ? lo->name : "lo");
     snprintf(all, all_size, "%s", iface);
+    snprintf(driver_ip, 16, "127.0.0.1");
     if (s->verbose) {
         printf("All hosts are local, finding the interfaces with address 127.0.0.1\n");
         printf("Local interface found %s\n", iface);
@@ -151,28 +188,58 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                    const hvd_slot_plan_t *plan) {
     hvd_netif_t *ifs = NULL;
     size_t nifs = 0;
-    char iface[64], nics[1024];
+    char iface[64] = "", nics[1024] = "", driver_ip[16] = "", exe[4096] = "", cwd[4096] = "";
+    unsigned char *remote = NULL;
+    const char **remote_hosts = NULL;
+    size_t nremote = 0;
     int code = EXIT_LAUNCH;
     hvd_status_t st = hvd__netif_list(&ifs, &nifs);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         return EXIT_LAUNCH;
     }
-    st = check_local(plan, ifs, nifs, s->verbose);
+    st = split_hosts(plan, ifs, nifs, s->verbose, &remote, &remote_hosts, &nremote);
     if (st == HVD_OK)
-        st = choose_nics(s, ifs, nifs, iface, sizeof iface, nics, sizeof nics);
+        st = choose_network(s, ifs, nifs, nremote ? remote_hosts[0] : NULL, iface, sizeof iface,
+                            nics, sizeof nics, driver_ip);
     free(ifs);
-    if (st != HVD_OK)
+    if (st != HVD_OK) {
+        free(remote);
+        free(remote_hosts);
         return usage_error();
+    }
+    hvd_ssh_opts_t ssh = {.port = s->ssh_port,
+                          .identity = s->ssh_identity_file,
+                          .connect_timeout_s = s->start_timeout};
+    if (nremote) {
+        /* remote hosts run this very program, found at the same path there */
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0)
+            exe[len] = '\0';
+        if (!getcwd(cwd, sizeof cwd))
+            snprintf(cwd, sizeof cwd, ".");
+        fflush(stdout);
+        st = hvd__ssh_check_hosts(&ssh, remote_hosts, nremote, s->start_timeout, s->verbose,
+                                  STDOUT_FILENO, STDERR_FILENO);
+        if (st != HVD_OK) {
+            fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+            free(remote);
+            free(remote_hosts);
+            return EXIT_LAUNCH;
+        }
+    }
 
     hvd_secret_t secret;
     st = hvd__secret_generate(&secret);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        free(remote);
+        free(remote_hosts);
         return EXIT_LAUNCH;
     }
-    /* All ranks are on this host: the store listens on loopback only. */
-    hvd_kv_server_config_t kc = {.bind_addr = "127.0.0.1", .secret = &secret};
+    /* All ranks on this host: the store listens on loopback only; else on every interface
+     * (every request is authenticated with the job secret). */
+    hvd_kv_server_config_t kc = {.bind_addr = nremote ? "" : "127.0.0.1", .secret = &secret};
     hvd_kv_server_t *server = NULL;
     hvd_env_list_t exports;
     hvd__env_list_init(&exports);
@@ -184,7 +251,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     if (st == HVD_OK)
         st = hvd__env_list_merge(&exports, &s->exports);
     if (st == HVD_OK)
-        st = hvd__env_list_set(&exports, "HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1");
+        st = hvd__env_list_set(&exports, "HOROVOD_GLOO_RENDEZVOUS_ADDR", driver_ip);
     if (st == HVD_OK)
         st = hvd__env_list_setf(&exports, "HOROVOD_GLOO_RENDEZVOUS_PORT", "%d",
                                 hvd__kv_server_port(server));
@@ -205,6 +272,10 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                   .prefix_timestamp = s->prefix_timestamp,
                                   .verbose = s->verbose,
                                   .kill_grace_ms = KILL_GRACE_MS,
+                                  .remote = nremote ? remote : NULL,
+                                  .ssh = &ssh,
+                                  .remote_exe = exe,
+                                  .cwd = cwd,
                                   .out_fd = STDOUT_FILENO,
                                   .err_fd = STDERR_FILENO};
         fflush(stdout);
@@ -217,10 +288,15 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     hvd__env_list_fini(&exports);
     hvd__kv_server_stop(server);
     hvd__secret_wipe(&secret);
+    free(remote);
+    free(remote_hosts);
     return code;
 }
 
 int main(int argc, char **argv) {
+    /* horovodrun on a remote host, started over ssh by the launcher */
+    if (argc == 2 && strcmp(argv[1], HVD_EXEC_OPTION) == 0)
+        return hvd__remote_exec_main();
     /* Signals that the launch loop reads through a signalfd must be blocked in every thread,
      * so before the rendezvous server starts any. */
     sigset_t mask;

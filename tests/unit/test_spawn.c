@@ -123,6 +123,54 @@ static int wait_dead(pid_t pid, int ms) {
     return !alive(pid);
 }
 
+/* stdin_data: the command reads exactly those bytes, and then no end of file while the
+ * middleman lives (ssh must not forward one), only when it is stopped. */
+static void test_stdin_data(void **state) {
+    (void)state;
+    /* 100000 bytes: more than a default pipe holds, so the pipe must have been grown */
+    size_t len = 100000;
+    char *data = malloc(len);
+    assert_non_null(data);
+    for (size_t i = 0; i < len; i++)
+        data[i] = (char)('a' + i % 26);
+    char *argv[] = {"sh", "-c", "head -c 100000 | cksum; cat >/dev/null; echo eof >&2", NULL};
+    hvd_spawn_config_t cfg = {
+        .argv = argv, .envp = environ, .grace_ms = 2000, .stdin_data = data, .stdin_len = len};
+    hvd_spawn_t p;
+    int64_t start = hvd__clock_now_ms();
+    assert_int_equal(hvd__spawn_start(&cfg, &p), 0);
+    result_t r;
+    /* stopped after 500 ms: until then cat must still be waiting for more input */
+    finish(&p, start, 500, &r);
+    assert_true(r.ms >= 500);
+    assert_int_equal(r.code, 143);
+    assert_null(strstr(r.err, "eof"));
+    /* the same bytes through cksum here */
+    char tmpl[] = "/tmp/hvd-spawn-stdin.XXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    char check[256];
+    snprintf(check, sizeof check, "cksum < %s", tmpl);
+    FILE *f = popen(check, "r");
+    char want[128] = "";
+    assert_non_null(fgets(want, sizeof want, f));
+    pclose(f);
+    unlink(tmpl);
+    assert_string_equal(r.out, want);
+    free(data);
+}
+
+static void test_stdin_too_large(void **state) {
+    (void)state;
+    char *argv[] = {"true", NULL};
+    static char big[HVD_SPAWN_STDIN_MAX + 1];
+    hvd_spawn_config_t cfg = {.argv = argv, .stdin_data = big, .stdin_len = sizeof big};
+    hvd_spawn_t p;
+    assert_int_equal(hvd__spawn_start(&cfg, &p), HVD_ERR_INVALID_ARG);
+}
+
 static void test_exit_codes(void **state) {
     (void)state;
     result_t r;
@@ -443,6 +491,8 @@ int main(void) {
         cmocka_unit_test(test_leftovers_end_with_command),
         cmocka_unit_test(test_launcher_death),
         cmocka_unit_test(test_middleman_death),
+        cmocka_unit_test(test_stdin_data),
+        cmocka_unit_test(test_stdin_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
