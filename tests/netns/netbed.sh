@@ -178,12 +178,25 @@ exec $(command -v ssh) -F $NETBED_SSH_CONFIG "\$@"
 EOF
   chmod 755 "$NETBED_DIR/bin/ssh"
 
+  # host names for programs inside the bed: `ip netns exec NS` bind-mounts /etc/netns/NS/hosts
+  # over /etc/hosts for what it runs (sshd, and so every session), so h<i> resolves there
+  # without touching this machine's /etc/hosts
+  local hosts_file=$NETBED_DIR/hosts
+  {
+    echo "127.0.0.1 localhost"
+    for ((i = 1; i <= n; i++)); do
+      echo "$NETBED_NET.$i h$i"
+      if ((i <= k)); then echo "$NETBED_ISO_NET.$i h$i-iso"; fi
+    done
+  } >"$hosts_file"
+
   # the hosts
   local i h hd
   for ((i = 1; i <= n; i++)); do
     h=$(_nb_hostns "$i")
     hd=$NETBED_DIR/h$i
-    mkdir -p "$hd"
+    mkdir -p "$hd" "/etc/netns/$h"
+    cp "$hosts_file" "/etc/netns/$h/hosts"
     _nb_run "h$i" ip netns add "$h"
     _nb_run "h$i" ip -n "$h" link set lo up
     # answer ARP only for addresses of the interface asked on, so a host that is not on
@@ -295,6 +308,10 @@ cmd_down() {
       _nb_log "error: cannot delete namespace $ns"
       failed=1
     }; }
+  done
+  # the per-namespace /etc files (only ours: the prefix names them)
+  for ns in /etc/netns/"$NETBED_PREFIX"h[0-9]*; do
+    [[ -d "$ns" ]] && rm -rf -- "$ns"
   done
   if [[ -e "$NETBED_DIR/.netbed" ]]; then
     rm -rf -- "$NETBED_DIR"

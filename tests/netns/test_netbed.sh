@@ -4,26 +4,9 @@
 # shellcheck disable=SC2016  # remote commands are single-quoted on purpose
 set -uo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-netbed=$here/netbed.sh
-
-skip() {
-  echo "SKIP: test_netbed: $*"
-  exit 77
-}
-(($(id -u) == 0)) || skip "needs root (ip netns)"
-command -v ip >/dev/null || skip "ip (iproute2) not installed"
-ip netns list >/dev/null 2>&1 || skip "ip netns unavailable"
-command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]] || skip "sshd not installed (openssh-server)"
-command -v ssh >/dev/null || skip "ssh not installed (openssh-client)"
-command -v timeout >/dev/null || skip "timeout (coreutils) not installed"
-probe="hvdprobe$$"
-ip netns add "$probe" >/dev/null 2>&1 || skip "cannot create a network namespace"
-ip netns del "$probe"
-
-# a prefix of our own so parallel runs and a developer's bed do not collide
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export HVD_NETBED_PREFIX=${HVD_NETBED_PREFIX:-hvdt$$}
-export HVD_NETBED_DIR=${HVD_NETBED_DIR:-/tmp/hvd-netbed-$HVD_NETBED_PREFIX}
+netns_require test_netbed
 P=$HVD_NETBED_PREFIX
 D=$HVD_NETBED_DIR
 cfg=$D/ssh_config
@@ -119,6 +102,13 @@ fi
 st=$(timeout 20 bash "$netbed" status 2>&1)
 if [[ $(grep -c "sshd pid" <<<"$st") -eq 3 ]]; then pass "status shows 3 sshds"; else fail "status: $st"; fi
 
+# host names resolve inside every host (ip netns exec mounts /etc/netns/<ns>/hosts)
+if [[ "$(nbexec h3 getent hosts h1)" == "10.77.0.1"*h1 && "$(nbexec h1 getent hosts h2-iso)" == "10.78.0.2"*h2-iso ]]; then
+  pass "h1, h2-iso resolve inside the hosts"
+else
+  fail "names do not resolve inside the hosts: $(nbexec h3 getent hosts h1)"
+fi
+
 # 4. down leaves nothing behind, and is idempotent
 t_d0=$(date +%s.%N)
 if timeout 60 bash "$netbed" down; then pass "down"; else fail "down returned non-zero"; fi
@@ -135,6 +125,7 @@ else
 fi
 if pgrep -f "$D/" >/dev/null; then fail "processes left: $(pgrep -af "$D/")"; else pass "no process uses $D"; fi
 if [[ -e "$D" ]]; then fail "state dir $D left"; else pass "state dir removed"; fi
+if compgen -G "/etc/netns/${P}h*" >/dev/null; then fail "/etc/netns/${P}h* left"; else pass "no /etc/netns entry left"; fi
 
 echo "timings: up $(secs "$t0" "$t_up")s, checks $(secs "$t_up" "$t_d0")s, down $(secs "$t_d0" "$t_d1")s"
 if ((fails)); then

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# horovodrun across hosts: three network namespaces with sshd each (tests/netns/netbed.sh),
+# h1 and h2 also on a network h3 cannot reach; horovodrun runs on h1 and launches over ssh.
+#   1. the environment contract on every host (and each rank really runs on its host, in the
+#      launcher's directory, with the secret in its environment and on no command line)
+#   2. every blocking collective checked across hosts (collectives_check --quick)
+#   3. a rank failing on a remote host ends the job, named
+#   4. a host whose sshd is down: a clear error naming it, nothing started
+#   5. horovodrun killed with SIGKILL: no process of the job is left on any host
+# Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
+# shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
+set -euo pipefail
+: "${HVD_BUILD_DIR:?set by ctest}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+netns_require test_multihost
+
+HVDRUN=$HVD_BUILD_DIR/horovodrun
+CHECK=$HVD_BUILD_DIR/tests/mrank/collectives_check
+TMP=$(mktemp -d /tmp/hvd-multihost.XXXXXX)
+netns_tmp=$TMP
+netns_bed_up 3 --isolated 2
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+ok() { echo "ok   $*"; }
+
+# run_on_h1 ARGS...: horovodrun on h1 with a deadline; sets OUT, ERR, RC
+run_on_h1() {
+  set +e
+  (cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" "$@" >"$TMP/out" 2>"$TMP/err")
+  RC=$?
+  set -e
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}
+
+# 1. environment contract ------------------------------------------------------------------
+expected=$("$HVDRUN" --dry-run -np 5 -H h1:2,h2:2,h3:1 true)
+# every rank waits for a go file, so that the test can look at every host's processes
+# while the job runs
+report='echo "rank=$HOROVOD_RANK size=$HOROVOD_SIZE local_rank=$HOROVOD_LOCAL_RANK local_size=$HOROVOD_LOCAL_SIZE cross_rank=$HOROVOD_CROSS_RANK cross_size=$HOROVOD_CROSS_SIZE host=$HOROVOD_HOSTNAME"
+  echo "$HOROVOD_RANK on=$HVD_NETBED_HOST pwd=$(pwd) ctl=$HOROVOD_CONTROLLER addr=$HOROVOD_GLOO_RENDEZVOUS_ADDR port=$HOROVOD_GLOO_RENDEZVOUS_PORT" >&2
+  printf %s "$_HOROVOD_SECRET_KEY" > "secret.$HOROVOD_RANK"
+  for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done'
+(cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" -np 5 -H h1:2,h2:2,h3:1 sh -c "$report" \
+  >"$TMP/out" 2>"$TMP/err") &
+job=$!
+for _ in $(seq 200); do
+  n=$(find "$TMP" -name 'secret.*' | wc -l)
+  ((n == 5)) && break
+  sleep 0.05
+done
+((n == 5)) || fail "env: only $n of 5 ranks started: $(cat "$TMP/err")"
+secret=$(cat "$TMP/secret.0")
+[[ ${#secret} -eq 64 ]] || fail "env: rank 0 has no 64-digit secret: [$secret]"
+for r in 1 2 3 4; do
+  expect=$(cat "$TMP/secret.$r")
+  [[ "$expect" == "$secret" ]] || fail "env: rank $r has another secret than rank 0"
+done
+# the secret is on no command line of any process of any host while the job runs
+for p in $(netns_bed_procs) $(pgrep -f horovodrun || true); do
+  if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "$secret"; then
+    fail "env: the secret is on the command line of pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+  fi
+done
+touch "$TMP/go"
+wait "$job" || fail "env: horovodrun failed: $(cat "$TMP/err")"
+got=$(sed -n 's/^\[[0-9]*\]<stdout>://p' "$TMP/out" | sort -t= -k2 -n)
+expect_sorted=$(sort -t= -k2 -n <<<"$expected")
+[[ "$got" == "$expect_sorted" ]] || fail "env: slots differ from --dry-run:
+expected:
+$expect_sorted
+got:
+$got"
+err=$(cat "$TMP/err")
+for r in 0 1 2 3 4; do
+  host=$(sed -n "$((r + 1))p" <<<"$expected" | sed 's/.*host=//')
+  line=$(grep "^\[$r\]<stderr>:$r on=" <<<"$err") || fail "env: no report from rank $r: $err"
+  # h1's ranks run without ssh, so only the remote ones see the bed's HVD_NETBED_HOST
+  [[ "$host" == h1 ]] || [[ "$line" == *"on=$host "* ]] || fail "env: rank $r did not run on $host: $line"
+  [[ "$line" == *"pwd=$TMP ctl=gloo addr=10.77.0.1 port="* ]] ||
+    fail "env: rank $r: wrong directory or rendezvous: $line"
+done
+ok "environment contract on h1, h2, h3 (5 ranks), secret on no command line"
+
+# 2. real collectives across hosts -------------------------------------------------------------
+run_on_h1 -np 5 -H h1:2,h2:2,h3:1 "$CHECK" --quick
+((RC == 0)) || fail "collectives across hosts: exit $RC: $(tail -n 20 <<<"$ERR")"
+summary=$(grep 'checks passed' <<<"$OUT") || fail "collectives: no summary: $OUT"
+[[ "$summary" == *" 0 failed on rank 0, 0 on all ranks"* ]] || fail "collectives: $summary"
+ok "collectives_check --quick across 3 hosts: ${summary#*:}"
+
+# 3. a remote rank fails -----------------------------------------------------------------------
+run_on_h1 -np 5 -H h1:2,h2:2,h3:1 sh -c '[ "$HOROVOD_RANK" = 4 ] && { echo "rank 4 is out" >&2; exit 7; }; sleep 60'
+((RC == 7)) || fail "remote failure: exit $RC, expected 7: $ERR"
+[[ "$ERR" == *"rank 4 (host h3) was the first to fail: exit code 7"* ]] || fail "remote failure report: $ERR"
+[[ "$ERR" == *"rank 4 is out"* ]] || fail "remote failure: the rank's stderr is missing: $ERR"
+ok "a rank failing on h3 ends the job with its code and is named"
+
+# 4. a host with sshd down ---------------------------------------------------------------------
+kill "$(cat "$HVD_NETBED_DIR/h3/sshd.pid")"
+for _ in $(seq 100); do on h3 ss -ltn | grep -q ':22 ' || break; sleep 0.05; done
+run_on_h1 -np 5 -H h1:2,h2:2,h3:1 sh -c 'echo started'
+((RC == 1)) || fail "ssh down: exit $RC, expected 1"
+[[ "$ERR" == *"ssh not successful for host h3:"* && "$ERR" == *"Connection refused"* ]] ||
+  fail "ssh down: no per-host ssh error: $ERR"
+[[ "$ERR" == *"could not connect to some hosts via ssh: h3 "* ]] || fail "ssh down: summary: $ERR"
+[[ "$OUT" != *started* ]] || fail "ssh down: ranks were started: $OUT"
+ok "sshd down on h3: named with ssh's error, nothing started"
+
+# 5. launcher killed: nothing left on any host ---------------------------------------------------
+(cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
+  >"$TMP/out" 2>"$TMP/err") &
+for _ in $(seq 200); do
+  (($(find "$TMP" -name 'up.*' | wc -l) == 4)) && break
+  sleep 0.05
+done
+(($(find "$TMP" -name 'up.*' | wc -l) == 4)) || fail "kill: ranks did not start: $(cat "$TMP/err")"
+launcher=$(pgrep -o -f "^$HVDRUN -np 4 -H h1:2,h2:2") || fail "kill: no launcher process"
+kill -9 "$launcher"
+left=""
+for _ in $(seq 150); do
+  left=$(netns_bed_procs)
+  [[ -z "$left" ]] && break
+  sleep 0.1
+done
+[[ -z "$left" ]] || fail "kill: processes left 15 s after SIGKILL of horovodrun: $(ps -o pid=,args= -p $left)"
+ok "horovodrun SIGKILLed: no process left on h1 or h2"
