@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "os/spawn.h"
 #include "runner/env_list.h"
+#include "runner/relay.h"
 #include "wire/le.h"
 
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -23,11 +23,6 @@ static const uint8_t spec_magic[4] = {'H', 'V', 'D', 'X'};
 
 /* The spec is in ssh's pipe before ssh even connects; this bounds a stalled connection. */
 #define SPEC_READ_MS 60000
-/* Once the rank's tree is gone, output still in flight is copied for at most this long. */
-#define DRAIN_MS 2000
-/* A middleman asked to stop that is still there this long after its grace is killed. */
-#define BACKSTOP_MS 5000
-#define GRACE_MS 5000
 
 /* ---- the spec ----------------------------------------------------------------------------------
  */
@@ -250,94 +245,6 @@ static hvd_status_t build_env(const hvd_exec_spec_t *spec, hvd_env_list_t *env) 
     return st;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-typedef struct {
-    hvd_spawn_t proc;
-    int stopping, gone;
-    int64_t stop_ms, gone_ms;
-} supervisor_t;
-
-static void stop(supervisor_t *s) {
-    if (!s->stopping) {
-        s->stopping = 1;
-        s->stop_ms = hvd__clock_now_ms();
-        hvd__spawn_stop(&s->proc);
-    }
-}
-
-/* Copy what the command wrote; -1 at end of file (the stream is over). A failed write means
- * the connection to the launcher is gone: end the rank. */
-static int forward(supervisor_t *s, int from, int to, char *buf, size_t size) {
-    ssize_t n = read(from, buf, size);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    if (n <= 0)
-        return -1;
-    if (write_all(to, buf, (size_t)n) != 0)
-        stop(s);
-    return 0;
-}
-
-static int supervise(supervisor_t *s, int sfd) {
-    static char buf[65536];
-    int in_open = 1, out_open = 1, err_open = 1;
-    while (!s->gone || out_open || err_open) {
-        struct pollfd p[5] = {{.fd = sfd, .events = POLLIN},
-                              {.fd = s->proc.ctl_fd, .events = POLLIN},
-                              {.fd = out_open ? s->proc.out_fd : -1, .events = POLLIN},
-                              {.fd = err_open ? s->proc.err_fd : -1, .events = POLLIN},
-                              {.fd = in_open ? 0 : -1, .events = POLLIN}};
-        if (s->proc.ctl_eof || s->proc.ctl_fd < 0)
-            p[1].fd = -1;
-        int r = poll(p, 5, 100);
-        if (r < 0 && errno != EINTR)
-            hvd__clock_sleep_ms(100);
-        if (r > 0 && (p[0].revents & POLLIN)) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                if (si.ssi_signo != SIGCHLD)
-                    stop(s);
-        }
-        if (r > 0 && p[1].revents)
-            hvd__spawn_read_report(&s->proc);
-        if (r > 0 && p[2].revents && forward(s, s->proc.out_fd, 1, buf, sizeof buf) != 0)
-            out_open = 0;
-        if (r > 0 && p[3].revents && forward(s, s->proc.err_fd, 2, buf, sizeof buf) != 0)
-            err_open = 0;
-        if (r > 0 && p[4].revents) {
-            /* nothing more is sent after the spec: any end of the input is the launcher's */
-            ssize_t n = read(0, buf, sizeof buf);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                in_open = 0;
-                stop(s);
-            }
-        }
-        int64_t now = hvd__clock_now_ms();
-        if (!s->gone && hvd__spawn_reap(&s->proc)) {
-            s->gone = 1;
-            s->gone_ms = now;
-        }
-        if (!s->gone && s->stopping && !s->proc.kill_sent &&
-            now - s->stop_ms >= GRACE_MS + BACKSTOP_MS)
-            hvd__spawn_kill(&s->proc);
-        if (s->gone && now - s->gone_ms >= DRAIN_MS)
-            out_open = err_open = 0; /* something outside the tree holds the pipes */
-    }
-    return hvd__spawn_exit_code(hvd__spawn_status(&s->proc));
-}
-
 int hvd__remote_exec_main(void) {
     sigset_t mask;
     hvd__spawn_launcher_signals(&mask);
@@ -352,20 +259,19 @@ int hvd__remote_exec_main(void) {
         fprintf(stderr, "horovodrun (on %s): %s\n", host, hvd_last_error());
         return 126;
     }
+    const char *home = getenv("HOME");
     if (chdir(spec.cwd) != 0)
         fprintf(stderr,
                 "horovodrun (on %s): cannot change to the launcher's directory %s (%s); the "
                 "command runs in %s\n",
-                host, spec.cwd, strerror(errno),
-                getenv("HOME") ? getenv("HOME")
-                               : "the login "
-                                 "directory");
+                host, spec.cwd, strerror(errno), home ? home : "the login directory");
     hvd_env_list_t env;
     st = build_env(&spec, &env);
-    supervisor_t s = {.proc = {.out_fd = -1, .err_fd = -1, .ctl_fd = -1}};
+    int code = 126;
     if (st == HVD_OK) {
-        hvd_spawn_config_t sc = {.argv = spec.argv, .envp = env.entries, .grace_ms = GRACE_MS};
-        st = hvd__spawn_start(&sc, &s.proc);
+        /* the end of our stdin is the launcher going away */
+        hvd_relay_config_t rc = {.argv = spec.argv, .envp = env.entries, .stop_on_stdin_eof = 1};
+        st = hvd__relay_run(&rc, &code);
     }
     for (size_t i = 0; i < env.count; i++)
         explicit_bzero(env.entries[i], strlen(env.entries[i]));
@@ -375,10 +281,5 @@ int hvd__remote_exec_main(void) {
         fprintf(stderr, "horovodrun (on %s): %s\n", host, hvd_last_error());
         return 126;
     }
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    int code = supervise(&s, sfd);
-    hvd__spawn_close(&s.proc);
-    if (sfd >= 0)
-        close(sfd);
     return code;
 }
