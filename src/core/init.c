@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "core/context.h"
 #include "core/engine.h"
+#include "core/mpi_env.h"
 #include "os/netif.h"
 #include "os/socket.h"
 #include "transport/tcp.h"
@@ -34,6 +35,36 @@ typedef struct {
 } rank_info_t;
 
 static hvd_config_t config; /* options of the current hvd_init_ex call */
+/* "Open MPI" or "MPICH" when the rank came from an MPI launcher's environment (the cross
+ * rank is then worked out at check-in), else NULL. */
+static const char *mpi_launcher;
+
+static const char *getenv_lookup(const char *name, void *arg) {
+    (void)arg;
+    return getenv(name);
+}
+
+/* Under an MPI launcher only local ranks are known up front: every rank's cross rank follows
+ * from all of them. */
+static hvd_status_t cross_from_check_in(hvd_context_t *c, rank_info_t *infos) {
+    hvd_params_t *p = &c->params;
+    int *local = calloc((size_t)p->size, sizeof *local);
+    int *cross = calloc((size_t)p->size, sizeof *cross);
+    if (!local || !cross) {
+        free(local);
+        free(cross);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int r = 0; r < p->size; r++)
+        local[r] = infos[r].local_rank;
+    hvd__mpi_env_cross(local, p->size, p->rank, cross, &p->cross_size);
+    for (int r = 0; r < p->size; r++)
+        infos[r].cross_rank = cross[r];
+    p->cross_rank = cross[p->rank];
+    free(local);
+    free(cross);
+    return HVD_OK;
+}
 
 static hvd_status_t check_topology(const hvd_params_t *p) {
     if (p->rank >= p->size)
@@ -267,6 +298,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         goto out;
     }
     st = check_in(c, addr, port, infos);
+    if (st == HVD_OK && mpi_launcher)
+        st = cross_from_check_in(c, infos);
     if (st != HVD_OK) {
         close(lfd);
         goto out;
@@ -349,6 +382,11 @@ static hvd_status_t init_locked(void) {
     if (st != HVD_OK)
         return st;
     hvd_params_t *p = &ctx.params;
+    st = hvd__mpi_env_apply(p, getenv_lookup, NULL, &mpi_launcher);
+    if (st != HVD_OK) {
+        hvd__params_fini(&ctx.params);
+        return st;
+    }
     ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *ctx.hosts);
     if (!ctx.hosts) {
         hvd__params_fini(&ctx.params);
@@ -359,6 +397,15 @@ static hvd_status_t init_locked(void) {
     if (st != HVD_OK)
         goto err_params;
     if (!p->rendezvous_addr || !*p->rendezvous_addr) {
+        if (p->size != 1 && mpi_launcher) {
+            st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                "rank %d of %d was started by %s's launcher but "
+                                "HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: start the job with "
+                                "`horovodrun --mpi`, which runs mpirun and gives every rank the "
+                                "rendezvous store",
+                                p->rank, p->size, mpi_launcher);
+            goto err_params;
+        }
         if (p->size != 1) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "HOROVOD_SIZE=%d but HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: "
