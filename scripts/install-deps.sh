@@ -4,7 +4,8 @@
 #
 #   scripts/install-deps.sh           what the build and the test suite need (CI runs this)
 #   scripts/install-deps.sh --bench   also the peers tools/compare_allreduce.sh measures
-#                                     against: Open MPI and PyTorch (gloo); large, not for CI
+#                                     against: Open MPI's library and PyTorch (gloo); large,
+#                                     not for CI
 set -euo pipefail
 
 packages=(
@@ -19,11 +20,12 @@ packages=(
   iproute2                           # ss (find a worker's data port) and ip netns
   openssh-server openssh-client      # tests/netns: an sshd per namespace "host", ssh into it
   iputils-ping                       # tests/netns: reachability checks between namespaces
+  openmpi-bin                        # horovodrun --mpi (and its test across namespaces)
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(openmpi-bin libopenmpi-dev python3-torch)
+  packages+=(libopenmpi-dev python3-torch)
 elif [[ $# -gt 0 ]]; then
   echo "usage: $0 [--bench]" >&2
   exit 2

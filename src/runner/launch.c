@@ -172,7 +172,7 @@ static int is_secret_entry(const char *entry) {
  * BASH_FUNC_.*, OLDPWD and .*CUDA_VISIBLE_DEVICES, matched as re.match does (anchored at the
  * start only, so OLDPWD also covers OLDPWD_X and the last any name containing
  * CUDA_VISIBLE_DEVICES), plus an inherited secret (each job has its own). */
-static int excluded_name(const char *name, size_t len) {
+int hvd__launch_excluded_name(const char *name, size_t len) {
     return (len >= 10 && memcmp(name, "BASH_FUNC_", 10) == 0) ||
            (len >= 6 && memcmp(name, "OLDPWD", 6) == 0) ||
            memmem(name, len, "CUDA_VISIBLE_DEVICES", 20) != NULL ||
@@ -185,7 +185,7 @@ static hvd_status_t build_base_env(job_t *job) {
     hvd_status_t st = HVD_OK;
     for (char **e = environ; e && *e && st == HVD_OK; e++) {
         const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e || excluded_name(*e, (size_t)(eq - *e)))
+        if (!eq || eq == *e || hvd__launch_excluded_name(*e, (size_t)(eq - *e)))
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
         if (!name)

@@ -57,4 +57,9 @@ typedef struct {
  * Not reentrant: one launch at a time per process. */
 hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p);
 
+/* 1 when a variable of horovodrun's environment is not passed to ranks: Horovod's
+ * BASH_FUNC_.*, OLDPWD and .*CUDA_VISIBLE_DEVICES (matched as re.match does), and an
+ * inherited secret (each job has its own). name need not be NUL-terminated. */
+int hvd__launch_excluded_name(const char *name, size_t len);
+
 #endif

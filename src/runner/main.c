@@ -13,6 +13,7 @@
 #include "runner/help.h"
 #include "runner/hosts.h"
 #include "runner/launch.h"
+#include "runner/mpi_run.h"
 #include "runner/remote_exec.h"
 #include "runner/ssh.h"
 #include "runner/settings.h"
@@ -22,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define EXIT_USAGE 2
 #define EXIT_LAUNCH 1
@@ -45,11 +48,10 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) 
 
 /* Refuse what this build cannot do yet, with a message saying so, rather than half-doing it. */
 static hvd_status_t check_supported(const hvd_settings_t *s) {
-    if (s->controller == HVD_CONTROLLER_MPI || s->controller == HVD_CONTROLLER_JSRUN)
+    if (s->controller == HVD_CONTROLLER_JSRUN)
         return hvd__error_set(HVD_ERR_UNSUPPORTED,
-                              "%s: this build has no MPI launch path yet; the built-in path "
-                              "(the default, or --gloo) runs the job without MPI",
-                              s->controller == HVD_CONTROLLER_MPI ? "--mpi" : "--jsrun");
+                              "--jsrun: this build has no jsrun launch path; --mpi runs the job "
+                              "with mpirun, the default (or --gloo) without MPI");
     if (s->elastic)
         return hvd__error_set(HVD_ERR_UNSUPPORTED,
                               "elastic mode (--min-np / --host-discovery-script) is not "
@@ -184,6 +186,112 @@ out:
     return st;
 }
 
+static void free_strings(char **v, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Split "a,b" into a malloc'd array of malloc'd strings. */
+static hvd_status_t split_csv(const char *csv, char ***v_p, size_t *n_p) {
+    size_t cap = 1;
+    for (const char *c = csv; *c; c++)
+        cap += *c == ',';
+    char **v = calloc(cap, sizeof *v);
+    size_t n = 0;
+    for (const char *c = csv; v && *c;) {
+        size_t len = strcspn(c, ",");
+        if (len && !(v[n++] = strndup(c, len))) {
+            free_strings(v, n);
+            v = NULL;
+        }
+        c += len + (c[len] == ',');
+    }
+    if (!v)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    *v_p = v;
+    *n_p = n;
+    return HVD_OK;
+}
+
+/* --mpi: mpirun starts the ranks; horovodrun builds its command, gives it the job's
+ * environment (every variable passed by name with -x, the secret among them, so no value is
+ * on a command line), serves the rendezvous store while it runs, and exits with its code. */
+static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *hosts,
+                               hvd_mpi_impl_t impl, const hvd_env_list_t *exports,
+                               const hvd_secret_t *secret, const char *nics_csv, int *code_p) {
+    hvd_env_list_t job, mpienv;
+    hvd__env_list_init(&job);
+    hvd__env_list_init(&mpienv);
+    char **names = NULL, **nics = NULL, *cmd = NULL;
+    size_t n_names = 0, n_nics = 0;
+    hvd_status_t st = HVD_OK;
+    for (char **e = environ; e && *e && st == HVD_OK; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e || hvd__launch_excluded_name(*e, (size_t)(eq - *e)))
+            continue;
+        char *name = strndup(*e, (size_t)(eq - *e));
+        st = name ? hvd__env_list_set(&job, name, eq + 1)
+                  : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        free(name);
+    }
+    if (st == HVD_OK)
+        st = hvd__env_list_merge(&job, exports);
+    if (st == HVD_OK) {
+        char hex[HVD_SECRET_HEX_LEN + 1];
+        hvd__secret_to_hex(secret, hex);
+        st = hvd__env_list_set(&job, HVD_SECRET_ENV, hex);
+        explicit_bzero(hex, sizeof hex);
+    }
+    if (st == HVD_OK && !(names = calloc(job.count + 1, sizeof *names)))
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; st == HVD_OK && i < job.count; i++) {
+        names[i] = strndup(job.entries[i], strcspn(job.entries[i], "="));
+        if (!names[i])
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        n_names = i + 1;
+    }
+    if (st == HVD_OK)
+        st = split_csv(nics_csv, &nics, &n_nics);
+    if (st == HVD_OK) {
+        hvd_mpi_config_t mc = {.impl = impl,
+                               .np = s->num_proc,
+                               .hosts_text = s->hosts,
+                               .hosts = hosts,
+                               .ssh_port = s->ssh_port,
+                               .ssh_identity = s->ssh_identity_file,
+                               .nics = (const char *const *)nics,
+                               .nic_count = n_nics,
+                               .nics_from_user = s->nic_count > 0,
+                               .output_dir = s->output_dir,
+                               .prefix_timestamp = s->prefix_timestamp,
+                               .tcp = s->tcp,
+                               .binding_args = s->binding_args,
+                               .mpi_args = s->mpi_args,
+                               .env_names = (const char *const *)names,
+                               .env_name_count = n_names,
+                               .argv = s->command};
+        st = hvd__mpi_command(&mc, &cmd);
+    }
+    if (st == HVD_OK && s->verbose)
+        printf("%s\n", cmd);
+    if (st == HVD_OK)
+        st = hvd__mpi_env(job.entries, environ, &mpienv);
+    fflush(stdout);
+    if (st == HVD_OK)
+        st = hvd__mpi_run(cmd, mpienv.entries, code_p);
+    for (size_t i = 0; i < job.count; i++)
+        explicit_bzero(job.entries[i], strlen(job.entries[i]));
+    for (size_t i = 0; i < mpienv.count; i++)
+        explicit_bzero(mpienv.entries[i], strlen(mpienv.entries[i]));
+    hvd__env_list_fini(&job);
+    hvd__env_list_fini(&mpienv);
+    free_strings(names, n_names);
+    free_strings(nics, n_nics);
+    free(cmd);
+    return st;
+}
+
 static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                    const hvd_slot_plan_t *plan) {
     hvd_netif_t *ifs = NULL;
@@ -193,6 +301,20 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     const char **remote_hosts = NULL;
     size_t nremote = 0;
     int code = EXIT_LAUNCH;
+    int mpi = s->controller == HVD_CONTROLLER_MPI;
+    hvd_mpi_impl_t impl = HVD_MPI_MISSING;
+    if (mpi) {
+        char version[HVD_MPI_DETECT_OUTPUT_CAP];
+        impl = hvd__mpi_detect(environ, version, sizeof version);
+        if (impl == HVD_MPI_MISSING || impl == HVD_MPI_UNKNOWN) {
+            fprintf(stderr, "horovodrun: --mpi: `mpirun --version` %s:\n%s\nhorovodrun: %s\n",
+                    impl == HVD_MPI_MISSING ? "failed" : "names no MPI hvd knows", version,
+                    hvd__mpi_not_found_text());
+            return EXIT_LAUNCH;
+        }
+        if (s->verbose)
+            printf("MPI implementation: %s\n", hvd__mpi_impl_name(impl));
+    }
     hvd_status_t st = hvd__netif_list(&ifs, &nifs);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
@@ -255,15 +377,19 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     if (st == HVD_OK)
         st = hvd__env_list_setf(&exports, "HOROVOD_GLOO_RENDEZVOUS_PORT", "%d",
                                 hvd__kv_server_port(server));
-    if (st == HVD_OK)
+    /* under mpirun the ranks' collectives are still hvd's own; NCCL's interfaces go on
+     * mpirun's command line */
+    if (st == HVD_OK && !mpi)
         st = hvd__env_list_set(&exports, "HOROVOD_CONTROLLER", "gloo");
-    if (st == HVD_OK)
+    if (st == HVD_OK && !mpi)
         st = hvd__env_list_set(&exports, "HOROVOD_CPU_OPERATIONS", "gloo");
     if (st == HVD_OK)
         st = hvd__env_list_set(&exports, "HOROVOD_GLOO_IFACE", iface);
-    if (st == HVD_OK)
+    if (st == HVD_OK && !mpi)
         st = hvd__env_list_set(&exports, "NCCL_SOCKET_IFNAME", nics);
-    if (st == HVD_OK) {
+    if (st == HVD_OK && mpi) {
+        st = launch_mpi(s, hosts, impl, &exports, &secret, nics, &code);
+    } else if (st == HVD_OK) {
         hvd_launch_config_t lc = {.plan = plan,
                                   .command = s->command,
                                   .exports = &exports,

@@ -1506,8 +1506,13 @@ static hvd_status_t init(void) {
     return hvd_init_ex(&cfg);
 }
 
+/* horovodrun's variables, or Open MPI's under `horovodrun --mpi` */
 static void check_topology(void) {
     const char *s = getenv("HOROVOD_SIZE"), *r = getenv("HOROVOD_RANK");
+    if (!r) {
+        s = getenv("OMPI_COMM_WORLD_SIZE");
+        r = getenv("OMPI_COMM_WORLD_RANK");
+    }
     int want_size = s ? atoi(s) : 1, want_rank = r ? atoi(r) : 0;
     if (g_size != want_size || g_rank != want_rank)
         failf("topology: rank %d size %d, environment says rank %d size %d", g_rank, g_size,

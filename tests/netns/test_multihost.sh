@@ -7,6 +7,7 @@
 #   3. a rank failing on a remote host ends the job, named
 #   4. a host whose sshd is down: a clear error naming it, nothing started
 #   5. horovodrun killed with SIGKILL: no process of the job is left on any host
+#   6. --mpi across the hosts with Open MPI (collectives checked, ranks placed by mpirun)
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
 set -euo pipefail
@@ -128,3 +129,17 @@ for _ in $(seq 150); do
 done
 [[ -z "$left" ]] || fail "kill: processes left 15 s after SIGKILL of horovodrun: $(ps -o pid=,args= -p $left)"
 ok "horovodrun SIGKILLed: no process left on h1 or h2"
+
+# 6. --mpi across the hosts with Open MPI ---------------------------------------------------------
+# (ranks take their place from mpirun's environment, meet through horovodrun's store)
+run_on_h1 --mpi -np 4 -H h1:2,h2:2 "$CHECK" --quick
+((RC == 0)) || fail "--mpi: exit $RC: $(tail -n 20 <<<"$ERR$OUT")"
+summary=$(grep 'checks passed' <<<"$OUT") || fail "--mpi: no summary: $OUT"
+[[ "$summary" == "[1,0]<stdout>:collectives_check: np=4 quick: "*" 0 failed on rank 0, 0 on all ranks"* ]] ||
+  fail "--mpi: $summary"
+run_on_h1 --mpi -np 4 -H h1:2,h2:2 "$HVD_BUILD_DIR/examples/hello"
+for want in "rank 0 of 4 (local 0 of 2, cross 0 of 2)" "rank 1 of 4 (local 1 of 2, cross 0 of 2)" \
+  "rank 2 of 4 (local 0 of 2, cross 1 of 2)" "rank 3 of 4 (local 1 of 2, cross 1 of 2)"; do
+  [[ "$OUT" == *"$want"* ]] || fail "--mpi: no rank says [$want]: $OUT"
+done
+ok "--mpi with Open MPI across h1 and h2: collectives checked, places from mpirun's environment"
