@@ -179,15 +179,18 @@ static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
         hvd_status_t st = hvd__netif_list(&list, &count);
         if (st != HVD_OK)
             return st;
-        const hvd_netif_t *i = hvd__netif_by_name(iface, list, count);
+        /* a network (horovodrun --network-interface 10.0.0.0/16): this host's address in it,
+         * whatever its interface is called here */
+        const hvd_netif_t *i = strchr(iface, '/') ? hvd__netif_in_network(iface, list, count)
+                                                  : hvd__netif_by_name(iface, list, count);
         if (i)
             snprintf(out, 16, "%s", i->addr);
         free(list);
         if (!i)
-            return hvd__error_set(HVD_ERR_INVALID_ARG,
-                                  "HOROVOD_GLOO_IFACE=%s: no such interface with an IPv4 address "
-                                  "on host %s",
-                                  iface, p->hostname);
+            return hvd__error_set(
+                HVD_ERR_INVALID_ARG, "HOROVOD_GLOO_IFACE=%s: no %s with an IPv4 address on host %s",
+                iface, strchr(iface, '/') ? "interface in that network" : "such interface",
+                p->hostname);
         return HVD_OK;
     }
     return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 hvd_status_t hvd__netif_list(hvd_netif_t **list_p, size_t *count_p) {
@@ -68,4 +69,23 @@ int hvd__netif_is_local_host(const char *host, const hvd_netif_t *list, size_t c
     }
     freeaddrinfo(res);
     return local;
+}
+
+const hvd_netif_t *hvd__netif_in_network(const char *cidr, const hvd_netif_t *list, size_t count) {
+    char net[16];
+    const char *slash = strchr(cidr, '/');
+    if (!slash || (size_t)(slash - cidr) >= sizeof net)
+        return NULL;
+    memcpy(net, cidr, (size_t)(slash - cidr));
+    net[slash - cidr] = '\0';
+    char *end;
+    long len = strtol(slash + 1, &end, 10);
+    struct in_addr n, a;
+    if (*end || end == slash + 1 || len < 0 || len > 32 || inet_pton(AF_INET, net, &n) != 1)
+        return NULL;
+    uint32_t mask = len == 0 ? 0 : htonl(~(uint32_t)0 << (32 - len));
+    for (size_t i = 0; i < count; i++)
+        if (inet_pton(AF_INET, list[i].addr, &a) == 1 && (a.s_addr & mask) == (n.s_addr & mask))
+            return &list[i];
+    return NULL;
 }

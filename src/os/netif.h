@@ -23,6 +23,10 @@ int hvd__netif_is_local_host(const char *host, const hvd_netif_t *list, size_t c
 /* The interface holding addr, or NULL. */
 const hvd_netif_t *hvd__netif_by_addr(const char *addr, const hvd_netif_t *list, size_t count);
 
+/* The first entry whose address is in network "a.b.c.d/len", or NULL (also for a malformed
+ * network). */
+const hvd_netif_t *hvd__netif_in_network(const char *cidr, const hvd_netif_t *list, size_t count);
+
 /* The first entry of interface name, or NULL. */
 const hvd_netif_t *hvd__netif_by_name(const char *name, const hvd_netif_t *list, size_t count);
 

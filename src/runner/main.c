@@ -14,6 +14,9 @@
 #include "runner/hosts.h"
 #include "runner/launch.h"
 #include "runner/mpi_run.h"
+#include "runner/cache.h"
+#include "runner/nic_discovery.h"
+#include "runner/task_service.h"
 #include "runner/remote_exec.h"
 #include "runner/ssh.h"
 #include "runner/settings.h"
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -292,6 +296,128 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     return st;
 }
 
+/* Every host of the plan once, in plan order, and whether it is remote. */
+static hvd_status_t plan_hosts(const hvd_slot_plan_t *plan, const char *const *remote_hosts,
+                               size_t nremote, const char ***hosts_p, unsigned char **remote_p,
+                               size_t *count_p) {
+    const char **hosts = calloc(plan->count, sizeof *hosts);
+    unsigned char *remote = calloc(plan->count, 1);
+    if (!hosts || !remote) {
+        free(hosts);
+        free(remote);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < plan->count; i++) {
+        const char *h = plan->slots[i].host;
+        int seen = 0;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strcmp(hosts[k], h) == 0;
+        if (seen)
+            continue;
+        for (size_t k = 0; k < nremote; k++)
+            remote[n] |= strcmp(remote_hosts[k], h) == 0;
+        hosts[n++] = h;
+    }
+    *hosts_p = hosts;
+    *remote_p = remote;
+    *count_p = n;
+    return HVD_OK;
+}
+
+static void join(const char *const *items, size_t n, const char *sep, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? sep : "", items[i]);
+}
+
+/* Start-up checks when some hosts are remote (reference 3.1 steps 2-5): ssh into each, then,
+ * unless the user named the interfaces, NIC discovery, whose result chooses the data-plane
+ * interfaces and the address ranks reach the rendezvous store at. Both results are cached
+ * for an hour per parameter set (np, hosts, ssh port and key, interfaces) unless
+ * --disable-cache; failures never are. Interfaces given by name are used as given, as
+ * Horovod does; given as networks (CIDR), discovery runs with them as its filter and each
+ * rank finds its own interface in that network (HOROVOD_GLOO_IFACE holds the network). */
+static hvd_status_t remote_checks(const hvd_settings_t *s, const hvd_slot_plan_t *plan,
+                                  const hvd_ssh_opts_t *ssh, const char *exe,
+                                  const hvd_secret_t *secret, const char *const *remote_hosts,
+                                  size_t nremote, char *iface, size_t iface_size, char *nics,
+                                  size_t nics_size, char driver_ip[16]) {
+    const char **hosts = NULL;
+    unsigned char *remote = NULL;
+    size_t nhosts = 0;
+    hvd_status_t st = plan_hosts(plan, remote_hosts, nremote, &hosts, &remote, &nhosts);
+    if (st != HVD_OK)
+        return st;
+    char all[4096], remote_list[4096];
+    join(hosts, nhosts, ",", all, sizeof all);
+    join(remote_hosts, nremote, ",", remote_list, sizeof remote_list);
+    hvd_start_cache_t *cache = NULL;
+    int64_t now = (int64_t)time(NULL);
+    const char *home = getenv("HOME");
+    char dir[4096], *params = NULL;
+    if (!s->disable_cache && home && *home &&
+        hvd__start_cache_default_dir(home, dir, sizeof dir) == HVD_OK &&
+        hvd__start_cache_params(s->num_proc, all, s->ssh_port, s->ssh_identity_file,
+                                (const char *const *)s->nics, s->nic_count, &params) == HVD_OK &&
+        hvd__start_cache_open(dir, params, now, &cache) != HVD_OK)
+        cache = NULL; /* no cache is no reason to fail the job */
+    free(params);
+
+    if (cache && hvd__start_cache_get_ssh_ok(cache, remote_list, now)) {
+        if (s->verbose)
+            printf("SSH was successful into all the remote hosts (cached).\n");
+    } else {
+        st = hvd__ssh_check_hosts(ssh, remote_hosts, nremote, s->start_timeout, s->verbose,
+                                  STDOUT_FILENO, STDERR_FILENO);
+        if (st == HVD_OK && cache)
+            hvd__start_cache_put_ssh_ok(cache, remote_list, now);
+    }
+    int by_network = 0;
+    for (size_t i = 0; i < s->nic_count; i++)
+        by_network |= strchr(s->nics[i], '/') != NULL;
+    if (st == HVD_OK && (s->nic_count == 0 || by_network)) {
+        hvd_disc_result_t r;
+        int have = cache && hvd__start_cache_get_discovery(cache, all, now, &r) == HVD_OK;
+        if (have && s->verbose)
+            printf("Common interface found (cached): %s\n", r.nics[0]);
+        if (!have) {
+            hvd_nic_discovery_config_t dc = {.hosts = hosts,
+                                             .remote = remote,
+                                             .count = nhosts,
+                                             .ssh = ssh,
+                                             .exe = exe,
+                                             .secret = secret,
+                                             .nics = (const char *const *)s->nics,
+                                             .nic_count = s->nic_count,
+                                             .timeout_s = s->start_timeout,
+                                             .verbose = s->verbose,
+                                             .out_fd = STDOUT_FILENO,
+                                             .err_fd = STDERR_FILENO};
+            fflush(stdout);
+            st = hvd__nic_discovery_run(&dc, &r);
+            have = st == HVD_OK;
+            if (have && cache)
+                hvd__start_cache_put_discovery(cache, all, &r, now);
+        }
+        if (have) {
+            /* deterministic (Horovod took an arbitrary element of a set) */
+            snprintf(iface, iface_size, "%s", r.nics[0]);
+            const char *names[HVD_DISC_MAX_ADDRS];
+            for (size_t i = 0; i < r.nic_count; i++)
+                names[i] = by_network ? r.hosts[0].iface : r.nics[i];
+            join(names, by_network ? 1 : r.nic_count, ",", nics, nics_size);
+            snprintf(driver_ip, 16, "%s", r.driver_addr);
+            hvd__disc_result_fini(&r);
+        }
+    }
+    hvd__start_cache_close(cache);
+    free(hosts);
+    free(remote);
+    return st;
+}
+
 static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                    const hvd_slot_plan_t *plan) {
     hvd_netif_t *ifs = NULL;
@@ -333,7 +459,9 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     hvd_ssh_opts_t ssh = {.port = s->ssh_port,
                           .identity = s->ssh_identity_file,
                           .connect_timeout_s = s->start_timeout};
-    if (nremote) {
+    hvd_secret_t secret;
+    st = hvd__secret_generate(&secret);
+    if (st == HVD_OK && nremote) {
         /* remote hosts run this very program, found at the same path there */
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0)
@@ -341,20 +469,12 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         if (!getcwd(cwd, sizeof cwd))
             snprintf(cwd, sizeof cwd, ".");
         fflush(stdout);
-        st = hvd__ssh_check_hosts(&ssh, remote_hosts, nremote, s->start_timeout, s->verbose,
-                                  STDOUT_FILENO, STDERR_FILENO);
-        if (st != HVD_OK) {
-            fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
-            free(remote);
-            free(remote_hosts);
-            return EXIT_LAUNCH;
-        }
+        st = remote_checks(s, plan, &ssh, exe, &secret, remote_hosts, nremote, iface, sizeof iface,
+                           nics, sizeof nics, driver_ip);
     }
-
-    hvd_secret_t secret;
-    st = hvd__secret_generate(&secret);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        hvd__secret_wipe(&secret);
         free(remote);
         free(remote_hosts);
         return EXIT_LAUNCH;
@@ -423,6 +543,9 @@ int main(int argc, char **argv) {
     /* horovodrun on a remote host, started over ssh by the launcher */
     if (argc == 2 && strcmp(argv[1], HVD_EXEC_OPTION) == 0)
         return hvd__remote_exec_main();
+    /* the NIC discovery task on a host of the job, started by the launcher */
+    if (argc == 2 && strcmp(argv[1], HVD_TASK_OPTION) == 0)
+        return hvd__task_service_main();
     /* Signals that the launch loop reads through a signalfd must be blocked in every thread,
      * so before the rendezvous server starts any. */
     sigset_t mask;

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# NIC discovery across hosts: three network namespaces, h1 and h2 also on 10.78.0.0/24 (eth1),
+# which h3 cannot reach. horovodrun runs on h1.
+#   1. h1 + h2: both networks are common (eth0 eth1); the ranks get HOROVOD_GLOO_IFACE=eth0
+#   2. h1 + h2 + h3: eth1 is rejected (h3 has none), eth0 chosen
+#   3. --network-interface 10.78.0.0/24 (a network, not a name) on h1 + h2: used, job runs
+#   4. the same network with h3: fails with the per-host reachability matrix naming h3
+#   5. strangers (garbage, a forged request with a wrong MAC) sent to the driver during
+#      discovery from h3: rejected and logged with their address, the job unaffected
+#   6. the cache: a second identical launch skips the ssh check and discovery
+# Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
+# shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
+set -euo pipefail
+: "${HVD_BUILD_DIR:?set by ctest}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+netns_require test_discovery
+
+HVDRUN=$HVD_BUILD_DIR/horovodrun
+TMP=$(mktemp -d /tmp/hvd-discovery.XXXXXX)
+netns_tmp=$TMP
+netns_bed_up 3 --isolated 2
+export HOME=$TMP/home # the start-up cache lives in $HOME/.horovod
+mkdir -p "$HOME"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+ok() { echo "ok   $*"; }
+
+# run_on_h1 ARGS...: horovodrun on h1 with a deadline; sets OUT, ERR, RC
+run_on_h1() {
+  set +e
+  (cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" "$@" >"$TMP/out" 2>"$TMP/err")
+  RC=$?
+  set -e
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}
+report='echo "$HOROVOD_RANK iface=$HOROVOD_GLOO_IFACE nccl=$NCCL_SOCKET_IFNAME addr=$HOROVOD_GLOO_RENDEZVOUS_ADDR"'
+
+# 1. two hosts on both networks --------------------------------------------------------------
+run_on_h1 --disable-cache --verbose -np 2 -H h1:1,h2:1 sh -c "$report"
+((RC == 0)) || fail "h1+h2: exit $RC: $ERR"
+[[ "$OUT" == *"Common interface found: eth0 eth1"* ]] || fail "h1+h2: common set: $OUT"
+for r in 0 1; do
+  [[ "$OUT" == *"[$r]<stdout>:$r iface=eth0 nccl=eth0,eth1 addr=10.77.0.1"* ]] || fail "h1+h2: rank $r env: $OUT"
+done
+ok "h1+h2: eth0 and eth1 common, HOROVOD_GLOO_IFACE=eth0, NCCL_SOCKET_IFNAME=eth0,eth1"
+
+# 2. h3 has no eth1: only eth0 is common, and a job really runs on it --------------------------
+run_on_h1 --disable-cache --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"
+((RC == 0)) || fail "h1+h2+h3: exit $RC: $ERR"
+[[ "$OUT" == *"Common interface found: eth0"$'\n'* ]] || fail "h1+h2+h3: common set: $OUT"
+[[ "$OUT" == *"[2]<stdout>:2 iface=eth0 nccl=eth0 addr=10.77.0.1"* ]] || fail "h1+h2+h3: env: $OUT"
+run_on_h1 --disable-cache -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello"
+((RC == 0)) && [[ "$OUT" == *"rank 2 of 3"* ]] || fail "h1+h2+h3: hello: $RC $OUT $ERR"
+ok "h1+h2+h3: the isolated eth1 rejected, eth0 chosen, ranks meet over it"
+
+# 3. interfaces named by network ----------------------------------------------------------------
+run_on_h1 --disable-cache --network-interface 10.78.0.0/24 -np 2 -H h1:1,h2:1 sh -c \
+  "$report"'; ip -4 -o addr show | grep -c "inet 10.78.0."'
+((RC == 0)) || fail "cidr: exit $RC: $ERR"
+[[ "$OUT" == *"iface=10.78.0.0/24 nccl=eth1 addr=10.78.0.1"* ]] || fail "cidr: env: $OUT"
+run_on_h1 --disable-cache --network-interface 10.78.0.0/24 -np 2 -H h1:1,h2:1 "$HVD_BUILD_DIR/examples/hello"
+((RC == 0)) || fail "cidr: hello: exit $RC: $ERR"
+ok "--network-interface 10.78.0.0/24: the store on 10.78.0.1, ranks find their own interface"
+
+# 4. the same network cannot reach h3: the matrix says why --------------------------------------
+run_on_h1 --disable-cache --network-interface 10.78.0.0/24 -np 3 -H h1:1,h2:1,h3:1 sh -c 'echo started'
+((RC == 1)) || fail "cidr with h3: exit $RC, expected 1: $ERR"
+[[ "$ERR" == *"h2 (index 1) -> h3 (index 2): h3 has no address that passes the interface filter"* ]] ||
+  fail "cidr with h3: no matrix line for h3: $ERR"
+[[ "$ERR" == *"h1 (index 0) -> h2 (index 1): eth1 10.78.0.2 reached"* ]] || fail "cidr with h3: matrix: $ERR"
+[[ "$OUT" != *started* ]] || fail "cidr with h3: ranks were started"
+ok "an unreachable network: the per-host reachability matrix names h3, nothing started"
+
+# 5. strangers at the driver during discovery ----------------------------------------------------
+# h3's task service is started 4 s late (an ssh wrapper first in PATH), which keeps the driver
+# waiting long enough to be attacked from h3
+mkdir -p "$TMP/slowbin"
+cat >"$TMP/slowbin/ssh" <<EOF
+#!/bin/sh
+case "\$*" in *" h3 "*internal-task-service*) sleep 4 ;; esac
+exec "$HVD_NETBED_DIR/bin/ssh" "\$@"
+EOF
+chmod 755 "$TMP/slowbin/ssh"
+(cd "$TMP" && PATH="$TMP/slowbin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache --verbose \
+  -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
+job=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/^Driver service listening on port \([0-9]*\) .*/\1/p' "$TMP/out")
+  [[ -n "$port" ]] && break
+  sleep 0.05
+done
+[[ -n "$port" ]] || fail "attack: no driver port in: $(cat "$TMP/out")"
+# garbage after the challenge
+on h3 bash -c "exec 3<>/dev/tcp/10.77.0.1/$port; head -c 24 <&3 >/dev/null;
+  printf 'GET / HTTP/1.0\r\nHost: x\r\n\r\nGARBAGE GARBAGE GARBAGE GARBAGE GARBAGE' >&3; sleep 0.3" || true
+# a well-formed REGISTER (type 16) request, seq 0, 4-byte body, signed with no key (zero MAC)
+on h3 bash -c "exec 3<>/dev/tcp/10.77.0.1/$port; head -c 24 <&3 >/dev/null;
+  printf 'HVDQ\x01\x00\x10\x00\x00\x00\x00\x00\x04\x00\x00\x00' >&3;
+  head -c 48 /dev/zero >&3; printf 'AAAA' >&3; sleep 0.3" || true
+wait "$job" || fail "attack: the job failed: $(cat "$TMP/err")"
+err=$(cat "$TMP/err")
+n=$(grep -c "rejected a message from 10.77.0.3" <<<"$err" || true)
+((n >= 2)) || fail "attack: expected 2 logged rejections from 10.77.0.3, got $n: $err"
+grep -q "rejected a message from 10.77.0.3:[0-9]*: bad MAC" <<<"$err" ||
+  fail "attack: the forged request was not rejected for its MAC: $err"
+grep -q "rank 2 of 3" "$TMP/out" || fail "attack: the job did not run: $(cat "$TMP/out")"
+ok "garbage and a forged request at the driver: both rejected and logged, job unaffected"
+
+# 6. the start-up cache --------------------------------------------------------------------------
+run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"
+((RC == 0)) || fail "cache (first): $ERR"
+[[ "$OUT" == *"Testing interfaces on all the hosts."* ]] || fail "cache (first) did not discover: $OUT"
+run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"
+((RC == 0)) || fail "cache (second): $ERR"
+[[ "$OUT" == *"SSH was successful into all the remote hosts (cached)."* ]] || fail "cache: ssh not cached: $OUT"
+[[ "$OUT" == *"Common interface found (cached): eth0"* ]] || fail "cache: discovery not cached: $OUT"
+[[ "$OUT" != *"Testing interfaces"* && "$OUT" != *"Checking ssh"* ]] || fail "cache: checks ran again: $OUT"
+[[ "$OUT" == *"[2]<stdout>:2 iface=eth0 nccl=eth0 addr=10.77.0.1"* ]] || fail "cache: env: $OUT"
+[[ "$(stat -c %a "$HOME/.horovod")" == 700 ]] || fail "cache: directory mode $(stat -c %a "$HOME/.horovod")"
+ok "second launch uses the cached ssh check and discovery (cache dir mode 700)"
