@@ -21,7 +21,7 @@ hvd_status_t hvd__secret_generate(hvd_secret_t *secret_p) {
     return HVD_OK;
 }
 
-static int hex_value(char c) {
+int hvd__hex_digit(char c) {
     if (c >= '0' && c <= '9')
         return c - '0';
     if (c >= 'a' && c <= 'f')
@@ -35,7 +35,7 @@ int hvd__hex_decode(const char *hex, size_t hex_len, uint8_t *bytes) {
     if (hex_len % 2)
         return -1;
     for (size_t i = 0; i < hex_len / 2; i++) {
-        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        int hi = hvd__hex_digit(hex[2 * i]), lo = hvd__hex_digit(hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         bytes[i] = (uint8_t)(hi << 4 | lo);

@@ -29,6 +29,9 @@ void hvd__secret_to_hex(const hvd_secret_t *secret, char *out);
 /* Lower-case hex of n bytes into out[2n + 1]. */
 void hvd__hex_encode(const uint8_t *bytes, size_t n, char *out);
 
+/* The value of one hex digit (either case), or -1. */
+int hvd__hex_digit(char c);
+
 /* Decode exactly 2n hex digits into bytes[n]. Returns 0, or -1 if malformed. */
 int hvd__hex_decode(const char *hex, size_t hex_len, uint8_t *bytes);
 

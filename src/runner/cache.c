@@ -87,16 +87,6 @@ static char *escape(const char *s) {
     return out;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Unescape s[0..len) into a new string; NULL if malformed (or out of memory). */
 static char *unescape(const char *s, size_t len) {
     char *out = malloc(len + 1), *o = out;
@@ -109,7 +99,8 @@ static char *unescape(const char *s, size_t len) {
             *o++ = s[i];
             continue;
         }
-        int hi = i + 2 < len ? hexval(s[i + 1]) : -1, lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        int hi = i + 2 < len ? hvd__hex_digit(s[i + 1]) : -1,
+            lo = hi >= 0 ? hvd__hex_digit(s[i + 2]) : -1;
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
             goto bad;
         *o++ = (char)(hi * 16 + lo);
@@ -168,7 +159,7 @@ static int parse_file(hvd_start_cache_t *c, const char *text, size_t len) {
     if (!nl || (size_t)(nl - p) != 7 + 64 || memcmp(p, "params ", 7) != 0)
         return -1;
     for (const char *h = p + 7; h < nl; h++)
-        if (hexval(*h) < 0 || (*h >= 'A' && *h <= 'F'))
+        if (hvd__hex_digit(*h) < 0 || (*h >= 'A' && *h <= 'F'))
             return -1;
     int same = memcmp(p + 7, c->params_hex, 64) == 0;
     for (p = nl + 1; p < end; p = nl + 1) {

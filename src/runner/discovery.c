@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "crypto/secret.h"
 #include "common/log.h"
 #include "wire/service.h"
 
@@ -687,16 +688,6 @@ hvd_status_t hvd__disc_result_format(const hvd_disc_result_t *r, char **text_p) 
     return HVD_OK;
 }
 
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Unescape the field at *p up to one of the stop characters into out. -1 if malformed or
  * too long. */
 static int take_field(const char **p, const char *stops, char *out, size_t out_size) {
@@ -705,7 +696,7 @@ static int take_field(const char **p, const char *stops, char *out, size_t out_s
     while (*s && !strchr(stops, *s)) {
         int c = (unsigned char)*s;
         if (c == '%') {
-            int hi = hex_digit(s[1]), lo = hi < 0 ? -1 : hex_digit(s[2]);
+            int hi = hvd__hex_digit(s[1]), lo = hi < 0 ? -1 : hvd__hex_digit(s[2]);
             if (hi < 0 || lo < 0)
                 return -1;
             c = hi * 16 + lo;

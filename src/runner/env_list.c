@@ -97,3 +97,19 @@ hvd_status_t hvd__env_list_merge(hvd_env_list_t *dst, const hvd_env_list_t *src)
     }
     return HVD_OK;
 }
+
+hvd_status_t hvd__env_list_set_entries(hvd_env_list_t *list, char *const *entries,
+                                       int (*skip)(const char *name, size_t name_len)) {
+    hvd_status_t st = HVD_OK;
+    for (char *const *e = entries; e && *e && st == HVD_OK; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e || (skip && skip(*e, (size_t)(eq - *e))))
+            continue;
+        char *name = strndup(*e, (size_t)(eq - *e));
+        if (!name)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory copying an environment");
+        st = hvd__env_list_set(list, name, eq + 1);
+        free(name);
+    }
+    return st;
+}

@@ -28,6 +28,12 @@ void hvd__env_list_unset(hvd_env_list_t *list, const char *name);
 /* Value of name, or NULL. */
 const char *hvd__env_list_get(const hvd_env_list_t *list, const char *name);
 
+/* Set every "NAME=VALUE" of entries (an environ-style NULL-terminated array; NULL: none),
+ * skipping entries without a name and those whose name skip(name, name_len) accepts (skip may
+ * be NULL). */
+hvd_status_t hvd__env_list_set_entries(hvd_env_list_t *list, char *const *entries,
+                                       int (*skip)(const char *name, size_t name_len));
+
 /* Append every entry of src (later entries override earlier ones of the same name). */
 hvd_status_t hvd__env_list_merge(hvd_env_list_t *dst, const hvd_env_list_t *src);
 

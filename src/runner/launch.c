@@ -182,17 +182,7 @@ int hvd__launch_excluded_name(const char *name, size_t len) {
 static hvd_status_t build_base_env(job_t *job) {
     hvd_env_list_t *env = &job->base;
     hvd__env_list_init(env);
-    hvd_status_t st = HVD_OK;
-    for (char **e = environ; e && *e && st == HVD_OK; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e || hvd__launch_excluded_name(*e, (size_t)(eq - *e)))
-            continue;
-        char *name = strndup(*e, (size_t)(eq - *e));
-        if (!name)
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory copying the environment");
-        st = hvd__env_list_set(env, name, eq + 1);
-        free(name);
-    }
+    hvd_status_t st = hvd__env_list_set_entries(env, environ, hvd__launch_excluded_name);
     if (st == HVD_OK && job->cfg->exports)
         st = hvd__env_list_merge(env, job->cfg->exports);
     for (size_t i = 0; i < sizeof slot_names / sizeof slot_names[0]; i++)

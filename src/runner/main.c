@@ -229,16 +229,7 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     hvd__env_list_init(&mpienv);
     char **names = NULL, **nics = NULL, *cmd = NULL;
     size_t n_names = 0, n_nics = 0;
-    hvd_status_t st = HVD_OK;
-    for (char **e = environ; e && *e && st == HVD_OK; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e || hvd__launch_excluded_name(*e, (size_t)(eq - *e)))
-            continue;
-        char *name = strndup(*e, (size_t)(eq - *e));
-        st = name ? hvd__env_list_set(&job, name, eq + 1)
-                  : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-        free(name);
-    }
+    hvd_status_t st = hvd__env_list_set_entries(&job, environ, hvd__launch_excluded_name);
     if (st == HVD_OK)
         st = hvd__env_list_merge(&job, exports);
     if (st == HVD_OK) {

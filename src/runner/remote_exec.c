@@ -229,20 +229,8 @@ static hvd_status_t read_spec(hvd_exec_spec_t *spec) {
 /* The rank's environment: this session's (what ssh gave us), then the spec's on top. */
 static hvd_status_t build_env(const hvd_exec_spec_t *spec, hvd_env_list_t *env) {
     hvd__env_list_init(env);
-    hvd_status_t st = HVD_OK;
-    char *const *sources[2] = {environ, spec->env};
-    for (int s = 0; s < 2; s++)
-        for (char *const *e = sources[s]; e && *e && st == HVD_OK; e++) {
-            const char *eq = strchr(*e, '=');
-            if (!eq || eq == *e)
-                continue;
-            char *name = strndup(*e, (size_t)(eq - *e));
-            if (!name)
-                return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-            st = hvd__env_list_set(env, name, eq + 1);
-            free(name);
-        }
-    return st;
+    hvd_status_t st = hvd__env_list_set_entries(env, environ, NULL);
+    return st == HVD_OK ? hvd__env_list_set_entries(env, spec->env, NULL) : st;
 }
 
 int hvd__remote_exec_main(void) {

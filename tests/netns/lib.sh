@@ -70,3 +70,20 @@ netns_bed_procs() {
     done
   done
 }
+
+# For the horovodrun tests (they set HVDRUN and TMP):
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+ok() { echo "ok   $*"; }
+
+# run_on_h1 ARGS...: horovodrun on h1, in $TMP, with a deadline; sets OUT, ERR, RC
+run_on_h1() {
+  set +e
+  (cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" "$@" >"$TMP/out" 2>"$TMP/err")
+  RC=$?
+  set -e
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}

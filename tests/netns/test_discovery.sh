@@ -22,21 +22,6 @@ netns_bed_up 3 --isolated 2
 export HOME=$TMP/home # the start-up cache lives in $HOME/.horovod
 mkdir -p "$HOME"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-ok() { echo "ok   $*"; }
-
-# run_on_h1 ARGS...: horovodrun on h1 with a deadline; sets OUT, ERR, RC
-run_on_h1() {
-  set +e
-  (cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" "$@" >"$TMP/out" 2>"$TMP/err")
-  RC=$?
-  set -e
-  OUT=$(cat "$TMP/out")
-  ERR=$(cat "$TMP/err")
-}
 report='echo "$HOROVOD_RANK iface=$HOROVOD_GLOO_IFACE nccl=$NCCL_SOCKET_IFNAME addr=$HOROVOD_GLOO_RENDEZVOUS_ADDR"'
 
 # 1. two hosts on both networks --------------------------------------------------------------

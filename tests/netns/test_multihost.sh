@@ -21,21 +21,6 @@ TMP=$(mktemp -d /tmp/hvd-multihost.XXXXXX)
 netns_tmp=$TMP
 netns_bed_up 3 --isolated 2
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-ok() { echo "ok   $*"; }
-
-# run_on_h1 ARGS...: horovodrun on h1 with a deadline; sets OUT, ERR, RC
-run_on_h1() {
-  set +e
-  (cd "$TMP" && on h1 timeout -k 5 120 "$HVDRUN" "$@" >"$TMP/out" 2>"$TMP/err")
-  RC=$?
-  set -e
-  OUT=$(cat "$TMP/out")
-  ERR=$(cat "$TMP/err")
-}
 
 # 1. environment contract ------------------------------------------------------------------
 expected=$("$HVDRUN" --dry-run -np 5 -H h1:2,h2:2,h3:1 true)
