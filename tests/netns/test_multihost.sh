@@ -20,6 +20,8 @@ CHECK=$HVD_BUILD_DIR/tests/mrank/collectives_check
 TMP=$(mktemp -d /tmp/hvd-multihost.XXXXXX)
 netns_tmp=$TMP
 netns_bed_up 3 --isolated 2
+export HOME=$TMP/home # the start-up cache lives in $HOME/.horovod
+mkdir -p "$HOME"
 
 
 # 1. environment contract ------------------------------------------------------------------
@@ -88,13 +90,19 @@ ok "a rank failing on h3 ends the job with its code and is named"
 # 4. a host with sshd down ---------------------------------------------------------------------
 kill "$(cat "$HVD_NETBED_DIR/h3/sshd.pid")"
 for _ in $(seq 100); do on h3 ss -ltn | grep -q ':22 ' || break; sleep 0.05; done
-run_on_h1 -np 5 -H h1:2,h2:2,h3:1 sh -c 'echo started'
+run_on_h1 --disable-cache -np 5 -H h1:2,h2:2,h3:1 sh -c 'echo started'
 ((RC == 1)) || fail "ssh down: exit $RC, expected 1"
 [[ "$ERR" == *"ssh not successful for host h3:"* && "$ERR" == *"Connection refused"* ]] ||
   fail "ssh down: no per-host ssh error: $ERR"
 [[ "$ERR" == *"could not connect to some hosts via ssh: h3 "* ]] || fail "ssh down: summary: $ERR"
 [[ "$OUT" != *started* ]] || fail "ssh down: ranks were started: $OUT"
 ok "sshd down on h3: named with ssh's error, nothing started"
+# with the checks cached from the runs above, the launch itself finds the host down
+run_on_h1 -np 5 -H h1:2,h2:2,h3:1 sh -c 'echo started; sleep 30'
+((RC == 255)) || fail "ssh down, cached checks: exit $RC, expected ssh's 255: $ERR"
+[[ "$ERR" == *"rank 4 (host h3) was the first to fail: exit code 255"* && "$ERR" == *"Connection refused"* ]] ||
+  fail "ssh down, cached checks: report: $ERR"
+ok "sshd down on h3 with cached checks: the launch fails naming rank 4 on h3 and ssh's error"
 
 # 5. launcher killed: nothing left on any host ---------------------------------------------------
 (cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
