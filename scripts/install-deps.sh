@@ -21,6 +21,7 @@ packages=(
   openssh-server openssh-client      # tests/netns: an sshd per namespace "host", ssh into it
   iputils-ping                       # tests/netns: reachability checks between namespaces
   openmpi-bin                        # horovodrun --mpi (and its test across namespaces)
+  libpmix-dev                        # pmix.h: ranks of a plain Open MPI mpirun meet through PMIx
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
 )

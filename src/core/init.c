@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/engine.h"
 #include "core/mpi_env.h"
+#include "core/pmix_exchange.h"
 #include "os/netif.h"
 #include "os/socket.h"
 #include "transport/tcp.h"
@@ -128,6 +129,28 @@ static int parse_rank_value(const char *v, rank_info_t *info) {
  * this, every rank knows the job is complete and where each peer listens. The scope is new
  * for each generation so that a rank re-initialising early can never disturb a slower rank
  * still reading the previous generation. */
+/* The same check-in through PMIx (a plain Open MPI mpirun): every rank's record, and rank 0's
+ * job secret, which from here on guards the data plane. */
+static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info_t *infos) {
+    const hvd_params_t *p = &c->params;
+    char **records = NULL;
+    hvd_secret_t secret;
+    hvd_status_t st = hvd__pmix_exchange(p->rank, p->size, value, &c->secret,
+                                         p->gloo_timeout_seconds, &records, &secret);
+    if (st != HVD_OK)
+        return hvd__error_wrap(st, "rank %d could not meet the other ranks through PMIx", p->rank);
+    c->secret = secret;
+    hvd__secret_wipe(&secret);
+    for (int r = 0; r < p->size && st == HVD_OK; r++)
+        if (parse_rank_value(records[r], &infos[r]) != 0)
+            st = hvd__error_set(HVD_ERR_PROTOCOL,
+                                "rank %d: the PMIx check-in record of rank %d is malformed "
+                                "(mixed hvd versions in one job?)",
+                                p->rank, r);
+    hvd__pmix_records_free(records, p->size);
+    return st;
+}
+
 static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     char scope[64], key[32], value[512];
@@ -136,6 +159,8 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
     int n =
         snprintf(value, sizeof value, "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d",
                  p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank);
+    if (!c->store)
+        return check_in_pmix(c, value, infos);
     int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
     hvd_status_t st = hvd__store_put(c->store, scope, key, value, (size_t)n, deadline);
     if (st != HVD_OK)
@@ -193,7 +218,22 @@ static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
                 p->hostname);
         return HVD_OK;
     }
-    return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);
+    if (p->rendezvous_addr && *p->rendezvous_addr)
+        return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);
+    /* no store to route towards (a plain mpirun): the first address that is not loopback */
+    hvd_netif_t *list;
+    size_t count;
+    hvd_status_t st = hvd__netif_list(&list, &count);
+    if (st != HVD_OK)
+        return st;
+    snprintf(out, 16, "127.0.0.1");
+    for (size_t i = 0; i < count; i++)
+        if (strncmp(list[i].addr, "127.", 4) != 0) {
+            snprintf(out, 16, "%s", list[i].addr);
+            break;
+        }
+    free(list);
+    return HVD_OK;
 }
 
 /* Build the local (same host) and cross (same local rank) groups from the check-in data,
@@ -399,8 +439,11 @@ static hvd_status_t init_locked(void) {
     st = check_topology(p);
     if (st != HVD_OK)
         goto err_params;
+    /* A plain Open MPI mpirun: the ranks meet through PMIx; rank 0 makes the job secret. */
+    int via_pmix = (!p->rendezvous_addr || !*p->rendezvous_addr) && p->size > 1 && mpi_launcher &&
+                   strcmp(mpi_launcher, "Open MPI") == 0;
     if (!p->rendezvous_addr || !*p->rendezvous_addr) {
-        if (p->size != 1 && mpi_launcher) {
+        if (p->size != 1 && mpi_launcher && !via_pmix) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "rank %d of %d was started by %s's launcher but "
                                 "HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: start the job with "
@@ -409,18 +452,33 @@ static hvd_status_t init_locked(void) {
                                 p->rank, p->size, mpi_launcher);
             goto err_params;
         }
-        if (p->size != 1) {
+        if (p->size != 1 && !via_pmix) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "HOROVOD_SIZE=%d but HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: "
                                 "start the job with horovodrun",
                                 p->size);
             goto err_params;
         }
-        st = make_solo_groups(&ctx);
+        if (!via_pmix) {
+            st = make_solo_groups(&ctx);
+            if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
+                free_groups(&ctx);
+            if (st != HVD_OK)
+                goto err_params;
+            return HVD_OK;
+        }
+    }
+    if (via_pmix) {
+        /* rank 0's secret replaces this one in the exchange (check_in) */
+        if ((st = hvd__secret_generate(&ctx.secret)) != HVD_OK)
+            goto err_params;
+        if (config.timeout_seconds > 0)
+            ctx.params.gloo_timeout_seconds = config.timeout_seconds;
+        st = connect_job(&ctx);
         if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
             free_groups(&ctx);
         if (st != HVD_OK)
-            goto err_params;
+            goto err_wipe_secret;
         return HVD_OK;
     }
     if (p->rendezvous_port <= 0) {

@@ -7,7 +7,8 @@
 #   3. a rank failing on a remote host ends the job, named
 #   4. a host whose sshd is down: a clear error naming it, nothing started
 #   5. horovodrun killed with SIGKILL: no process of the job is left on any host
-#   6. --mpi across the hosts with Open MPI (collectives checked, ranks placed by mpirun)
+#   6. --mpi across the hosts with Open MPI (collectives checked, ranks placed by mpirun), and
+#      a plain mpirun without horovodrun (the ranks meet through PMIx)
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
 set -euo pipefail
@@ -136,3 +137,14 @@ for want in "rank 0 of 4 (local 0 of 2, cross 0 of 2)" "rank 1 of 4 (local 1 of 
   [[ "$OUT" == *"$want"* ]] || fail "--mpi: no rank says [$want]: $OUT"
 done
 ok "--mpi with Open MPI across h1 and h2: collectives checked, places from mpirun's environment"
+# a plain mpirun, without horovodrun: the ranks meet through PMIx
+export LSAN_OPTIONS="suppressions=$netns_here/../e2e/lsan-pmix.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+set +e
+(cd "$TMP" && on h1 timeout -k 5 120 mpirun --allow-run-as-root -np 4 -H h1:2,h2:2 "$CHECK" --quick \
+  >"$TMP/out" 2>"$TMP/err")
+RC=$?
+set -e
+((RC == 0)) || fail "plain mpirun: exit $RC: $(tail -n 20 "$TMP/err")"
+grep -q "collectives_check: np=4 quick: .* 0 failed on rank 0, 0 on all ranks" "$TMP/out" ||
+  fail "plain mpirun: $(cat "$TMP/out")"
+ok "plain mpirun across h1 and h2 (no horovodrun): the ranks meet through PMIx, collectives checked"
