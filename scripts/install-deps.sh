@@ -20,6 +20,7 @@ packages=(
   iproute2                           # ss (find a worker's data port) and ip netns
   openssh-server openssh-client      # tests/netns: an sshd per namespace "host", ssh into it
   iputils-ping                       # tests/netns: reachability checks between namespaces
+  strace                             # tests/netns: records a request to replay it at the driver
   openmpi-bin                        # horovodrun --mpi (and its test across namespaces)
   libpmix-dev                        # pmix.h: ranks of a plain Open MPI mpirun meet through PMIx
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)

@@ -5,8 +5,9 @@
 #   2. h1 + h2 + h3: eth1 is rejected (h3 has none), eth0 chosen
 #   3. --network-interface 10.78.0.0/24 (a network, not a name) on h1 + h2: used, job runs
 #   4. the same network with h3: fails with the per-host reachability matrix naming h3
-#   5. strangers (garbage, a forged request with a wrong MAC) sent to the driver during
-#      discovery from h3: rejected and logged with their address, the job unaffected
+#   5. strangers (garbage, a forged request with a wrong MAC, a recorded REGISTER replayed)
+#      sent to the driver during discovery from h3: rejected and logged with their address,
+#      the job unaffected
 #   6. the cache: a second identical launch skips the ssh check and discovery
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
@@ -61,13 +62,19 @@ run_on_h1 --disable-cache --network-interface 10.78.0.0/24 -np 3 -H h1:1,h2:1,h3
 ok "an unreachable network: the per-host reachability matrix names h3, nothing started"
 
 # 5. strangers at the driver during discovery ----------------------------------------------------
-# h3's task service is started 4 s late (an ssh wrapper first in PATH), which keeps the driver
-# waiting long enough to be attacked from h3
+# An ssh wrapper first in PATH starts h3's task service 4 s late, which keeps the driver
+# waiting long enough to be attacked from h3, and runs h2's under strace, which records the
+# bytes of its REGISTER request so that they can be replayed.
 mkdir -p "$TMP/slowbin"
 cat >"$TMP/slowbin/ssh" <<EOF
-#!/bin/sh
-case "\$*" in *" h3 "*internal-task-service*) sleep 4 ;; esac
-exec "$HVD_NETBED_DIR/bin/ssh" "\$@"
+#!/bin/bash
+args=("\$@")
+case "\$*" in
+  *" h3 "*internal-task-service*) sleep 4 ;;
+  *" h2 "*internal-task-service*)
+    args[-1]="strace -f -xx -s 70000 -e trace=write,sendto -o $TMP/h2.trace \${args[-1]}" ;;
+esac
+exec "$HVD_NETBED_DIR/bin/ssh" "\${args[@]}"
 EOF
 chmod 755 "$TMP/slowbin/ssh"
 (cd "$TMP" && PATH="$TMP/slowbin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache --verbose \
@@ -87,14 +94,47 @@ on h3 bash -c "exec 3<>/dev/tcp/10.77.0.1/$port; head -c 24 <&3 >/dev/null;
 on h3 bash -c "exec 3<>/dev/tcp/10.77.0.1/$port; head -c 24 <&3 >/dev/null;
   printf 'HVDQ\x01\x00\x10\x00\x00\x00\x00\x00\x04\x00\x00\x00' >&3;
   head -c 48 /dev/zero >&3; printf 'AAAA' >&3; sleep 0.3" || true
+# h2's real REGISTER (its 64-byte prefix, then its body, as strace saw them written), sent again
+# on a new connection: its MAC covers the challenge of the connection it was made for
+replay=$TMP/register.bin
+for _ in $(seq 60); do
+  /usr/bin/python3 - "$TMP/h2.trace" "$replay" 2>/dev/null <<'PY' && break
+import re, sys
+calls = []
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r'(\d+)\s+(?:write|sendto)\((\d+), "((?:\\x[0-9a-f]{2})*)"', line)
+    if m:
+        calls.append((m.group(1), m.group(2), bytes.fromhex(m.group(3).replace("\\x", ""))))
+for i, (pid, fd, data) in enumerate(calls):
+    if data[:8] == b"HVDQ\x01\x00\x10\x00" and len(data) == 64:
+        length = int.from_bytes(data[12:16], "little")
+        body = next((d for p, f, d in calls[i + 1:] if p == pid and f == fd), b"")
+        if len(body) == length:
+            open(sys.argv[2], "wb").write(data + body)
+            sys.exit(0)
+sys.exit(1)
+PY
+  sleep 0.05
+done
+[[ -s "$replay" ]] || fail "attack: no REGISTER of h2 recorded: $(head -c 2000 "$TMP/h2.trace" 2>&1)"
+on h3 /usr/bin/python3 -c '
+import socket, sys
+s = socket.create_connection(("10.77.0.1", int(sys.argv[1])), timeout=5)
+s.recv(24)
+s.sendall(open(sys.argv[2], "rb").read())
+s.settimeout(5)
+try:
+    while s.recv(4096): pass
+except OSError: pass
+' "$port" "$replay" || true
 wait "$job" || fail "attack: the job failed: $(cat "$TMP/err")"
 err=$(cat "$TMP/err")
 n=$(grep -c "rejected a message from 10.77.0.3" <<<"$err" || true)
-((n >= 2)) || fail "attack: expected 2 logged rejections from 10.77.0.3, got $n: $err"
-grep -q "rejected a message from 10.77.0.3:[0-9]*: bad MAC" <<<"$err" ||
-  fail "attack: the forged request was not rejected for its MAC: $err"
+((n >= 3)) || fail "attack: expected 3 logged rejections from 10.77.0.3, got $n: $err"
+macs=$(grep -c "rejected a message from 10.77.0.3:[0-9]*: bad MAC" <<<"$err" || true)
+((macs >= 2)) || fail "attack: the forged and the replayed request were not both rejected for their MAC: $err"
 grep -q "rank 2 of 3" "$TMP/out" || fail "attack: the job did not run: $(cat "$TMP/out")"
-ok "garbage and a forged request at the driver: both rejected and logged, job unaffected"
+ok "garbage, a forged request and a replayed REGISTER at the driver: all rejected and logged, job unaffected"
 
 # 6. the start-up cache --------------------------------------------------------------------------
 run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"
