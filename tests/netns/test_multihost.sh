@@ -137,10 +137,11 @@ for want in "rank 0 of 4 (local 0 of 2, cross 0 of 2)" "rank 1 of 4 (local 1 of 
   [[ "$OUT" == *"$want"* ]] || fail "--mpi: no rank says [$want]: $OUT"
 done
 ok "--mpi with Open MPI across h1 and h2: collectives checked, places from mpirun's environment"
-# a plain mpirun, without horovodrun: the ranks meet through PMIx
+# a plain mpirun, without horovodrun: the ranks meet through PMIx (LSAN_OPTIONS goes to the
+# ranks on h2 too, for a sanitized build: see the suppression file)
 export LSAN_OPTIONS="suppressions=$netns_here/../e2e/lsan-pmix.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 set +e
-(cd "$TMP" && on h1 timeout -k 5 120 mpirun --allow-run-as-root -np 4 -H h1:2,h2:2 "$CHECK" --quick \
+(cd "$TMP" && on h1 timeout -k 5 120 mpirun --allow-run-as-root -x LSAN_OPTIONS -np 4 -H h1:2,h2:2 "$CHECK" --quick \
   >"$TMP/out" 2>"$TMP/err")
 RC=$?
 set -e
