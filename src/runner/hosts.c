@@ -268,6 +268,69 @@ err_free:
     return st;
 }
 
+/* One line of a discovery script's output, trimmed and non-empty: "host" or "host:slots". */
+static hvd_status_t parse_discovered(hvd_host_list_t *l, const char *s, size_t n, int lineno,
+                                     int default_slots) {
+    const char *colon = memchr(s, ':', n);
+    size_t name_len = colon ? (size_t)(colon - s) : n;
+    name_check_t nc = check_host_name(s, name_len);
+    if (nc != NAME_OK)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "host discovery output line %d '%.*s': %s (expected host or "
+                              "host:slots)",
+                              lineno, (int)(n > 300 ? 300 : n), s, name_problem(nc));
+    int slots = default_slots;
+    if (colon) {
+        const char *digits = colon + 1;
+        size_t digits_len = n - name_len - 1;
+        if (parse_slots(digits, digits_len, &slots) != SLOTS_OK || slots < 1)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "host discovery output line %d '%.*s': slots '%.*s' is not a "
+                                  "whole number from 1 to %d",
+                                  lineno, (int)(n > 300 ? 300 : n), s,
+                                  (int)(digits_len > 40 ? 40 : digits_len), digits, HOST_SLOTS_MAX);
+    } else if (default_slots < 1) {
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "host discovery output line %d '%.*s' gives no slots and "
+                              "--slots-per-host was not set: print host:slots, or pass "
+                              "--slots-per-host",
+                              lineno, (int)(n > 300 ? 300 : n), s);
+    }
+    if (find_host(l, s, name_len) >= 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "host discovery output line %d: host '%.*s' is listed twice", lineno,
+                              (int)name_len, s);
+    return append_host(l, s, name_len, slots);
+}
+
+hvd_status_t hvd__hosts_parse_discovery(const char *text, size_t len, int default_slots,
+                                        hvd_host_list_t *list_p) {
+    hvd_host_list_t l = {0};
+    hvd_status_t st = HVD_OK;
+    int lineno = 0;
+    for (size_t off = 0; off < len && st == HVD_OK;) {
+        const char *line = text + off;
+        const char *nl = memchr(line, '\n', len - off);
+        size_t n = nl ? (size_t)(nl - line) : len - off;
+        off += n + (nl != NULL);
+        lineno++;
+        if (memchr(line, '\0', n)) {
+            st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                "host discovery output line %d holds a NUL byte", lineno);
+            break;
+        }
+        trim(&line, &n);
+        if (n)
+            st = parse_discovered(&l, line, n, lineno, default_slots);
+    }
+    if (st != HVD_OK) {
+        hvd__hosts_fini(&l);
+        return st;
+    }
+    *list_p = l;
+    return HVD_OK;
+}
+
 void hvd__hosts_fini(hvd_host_list_t *list) {
     for (size_t i = 0; i < list->count; i++)
         free(list->hosts[i].name);

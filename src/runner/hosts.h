@@ -38,6 +38,14 @@ hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p);
 /* Parse a hostfile. Errors name the file, the line number and the line. */
 hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p);
 
+/* Parse a host discovery script's output (elastic mode, reference 7.2): one host per line,
+ * "host" (default_slots slots; < 1 means none was given, which is then an error) or
+ * "host:slots" with slots >= 1; blank lines and surrounding spaces are ignored; no output
+ * is a valid empty list ("no hosts yet"). Errors (HVD_ERR_INVALID_ARG) name the line number
+ * and the line. */
+hvd_status_t hvd__hosts_parse_discovery(const char *text, size_t len, int default_slots,
+                                        hvd_host_list_t *list_p);
+
 void hvd__hosts_fini(hvd_host_list_t *list);
 
 /* Plan exactly num_proc ranks over the hosts (num_proc >= 1). Too few slots is

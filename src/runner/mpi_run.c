@@ -1,7 +1,10 @@
 #include "runner/mpi_run.h"
 
+#include <hvd/hvd.h>
+
 #include "common/clock.h"
 #include "common/error.h"
+#include "runner/capture.h"
 #include "runner/relay.h"
 #include "runner/ssh.h"
 
@@ -17,10 +20,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* After `mpirun --version` has exited, how long output still held open by something it left
- * behind is read before that is killed too. */
-#define DETECT_DRAIN_MS 500
 
 /* ---- implementation detection ---------------------------------------------------------------- */
 
@@ -91,132 +90,17 @@ static int find_in_path(const char *name, const char *path, char *out, size_t ca
     }
 }
 
-typedef struct {
-    char *buf;
-    size_t cap, len; /* text kept (len < cap) */
-} capture_t;
-
-/* Read what is there, up to 64 KiB a call so that a writer that never stops cannot keep us
- * from the deadline; -1 at end of file or on error. Text past the cap is read and dropped so
- * that the writer never blocks on a full pipe. */
-static int capture_read(int fd, capture_t *c) {
-    char chunk[1024];
-    for (int i = 0; i < 64; i++) {
-        ssize_t n = read(fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return 0;
-        if (n <= 0)
-            return -1;
-        size_t room = c->cap - 1 - c->len;
-        size_t k = (size_t)n < room ? (size_t)n : room;
-        memcpy(c->buf + c->len, chunk, k);
-        c->len += k;
-        c->buf[c->len] = '\0';
-    }
-    return 0;
-}
-
-/* Add "reason" as the last line of the captured text, keeping the reason whole when the text
- * is full (the reason is what the user needs). */
-static void capture_note(capture_t *c, const char *reason) {
-    size_t need = strlen(reason) + 2;
-    if (need >= c->cap)
-        need = c->cap - 1;
-    if (c->len + need > c->cap - 1)
-        c->len = c->cap - 1 - need;
-    int n = snprintf(c->buf + c->len, c->cap - c->len, "%s%s\n",
-                     c->len && c->buf[c->len - 1] != '\n' ? "\n" : "", reason);
-    if (n > 0)
-        c->len += (size_t)n < c->cap - c->len ? (size_t)n : c->cap - 1 - c->len;
-}
-
-static pid_t spawn_version(const char *file, char *const *envp, int *fd_p) {
-    static char *const empty[] = {NULL};
-    char *argv[] = {"mpirun", "--version", NULL};
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawnattr_init(&attr);
-    /* A launcher reads its signals through a signalfd with them blocked; the child must not
-     * inherit that mask, nor an ignored SIGPIPE. Its own process group lets the deadline end
-     * whatever it started along with it. */
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP);
-    pid_t pid;
-    int rc = posix_spawn(&pid, file, &fa, &attr, argv, envp ? envp : empty);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    close(fds[1]);
-    if (rc != 0) {
-        close(fds[0]);
-        errno = rc;
-        return -1;
-    }
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    *fd_p = fds[0];
-    return pid;
-}
-
 /* Run `file --version`, capturing into c, within timeout_ms. 1 when it exited 0; otherwise 0
  * with the reason written (and *timed_out_p set when the deadline ended it). */
-static int run_version(const char *file, char *const *envp, int timeout_ms, capture_t *c,
+static int run_version(const char *file, char *const *envp, int timeout_ms, hvd_capture_buf_t *c,
                        char *reason, size_t reason_cap, int *timed_out_p) {
-    int fd = -1;
-    pid_t pid = spawn_version(file, envp, &fd);
-    if (pid < 0) {
-        snprintf(reason, reason_cap, "cannot run %.900s --version: %s", file, strerror(errno));
+    char *argv[] = {"mpirun", "--version", NULL};
+    hvd_capture_config_t cc = {
+        .file = file, .argv = argv, .envp = envp, .timeout_ms = timeout_ms, .out = c};
+    int status = 0, timed_out = 0;
+    if (hvd__capture_run(&cc, &status, &timed_out) != HVD_OK) {
+        snprintf(reason, reason_cap, "cannot run %.900s --version: %s", file, hvd_last_error());
         return 0;
-    }
-    int64_t deadline = hvd__clock_now_ms() + timeout_ms, exited_ms = 0;
-    int status = 0, exited = 0, timed_out = 0;
-    while (fd >= 0 || !exited) {
-        int64_t now = hvd__clock_now_ms();
-        if (!exited && now >= deadline) {
-            timed_out = 1;
-            break;
-        }
-        if (exited && now - exited_ms >= DETECT_DRAIN_MS)
-            break; /* something it left behind holds the pipe: what we have is enough */
-        int wait = hvd__clock_remaining_ms(exited ? exited_ms + DETECT_DRAIN_MS : deadline);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        /* The exit is noticed by polling waitpid: wake at least every 50 ms. */
-        if (poll(&p, fd >= 0 ? 1 : 0, wait < 50 ? wait : 50) > 0 && capture_read(fd, c) != 0) {
-            close(fd);
-            fd = -1;
-        }
-        if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
-            exited = 1;
-            exited_ms = hvd__clock_now_ms();
-        }
-    }
-    /* Whatever is still running in its process group (all of it on a timeout) is killed. */
-    kill(-pid, SIGKILL);
-    if (!exited) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-    }
-    if (fd >= 0) {
-        capture_read(fd, c);
-        close(fd);
     }
     *timed_out_p = timed_out;
     if (timed_out)
@@ -236,7 +120,7 @@ static int run_version(const char *file, char *const *envp, int timeout_ms, capt
 hvd_mpi_impl_t hvd__mpi_detect_timeout(char *const *envp, int timeout_ms, char *output,
                                        size_t cap) {
     char text[HVD_MPI_DETECT_OUTPUT_CAP];
-    capture_t c = {.buf = text, .cap = sizeof text};
+    hvd_capture_buf_t c = {.buf = text, .cap = sizeof text};
     text[0] = '\0';
     if (timeout_ms <= 0)
         timeout_ms = HVD_MPI_DETECT_TIMEOUT_MS;
@@ -250,7 +134,7 @@ hvd_mpi_impl_t hvd__mpi_detect_timeout(char *const *envp, int timeout_ms, char *
         exit_ok = run_version(file, envp, timeout_ms, &c, reason, sizeof reason, &timed_out);
     hvd_mpi_impl_t impl = hvd__mpi_impl_parse(exit_ok, text);
     if (impl == HVD_MPI_MISSING) {
-        capture_note(&c, reason);
+        hvd__capture_note(&c, reason);
         hvd__error_set(timed_out ? HVD_ERR_TIMEOUT : HVD_ERR_IO, "%s", reason);
     }
     if (output && cap) {
