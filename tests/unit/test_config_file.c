@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "log_capture.h"
+
 #include <hvd/hvd.h>
 
 #include "common/error.h"
@@ -187,22 +189,6 @@ static void expect_env(const hvd_settings_t *s, const char *name, const char *va
     }
     if (!got || strcmp(got, value) != 0)
         fail_msg("%s: expected '%s', got '%s'", name, value, got ? got : "(unset)");
-}
-
-static int log_pipe[2];
-static void capture_start(void) {
-    assert_int_equal(pipe(log_pipe), 0);
-    fcntl(log_pipe[0], F_SETFL, O_NONBLOCK);
-    hvd__log_set_fds(STDOUT_FILENO, log_pipe[1]);
-}
-static const char *capture_end(void) {
-    static char buf[8192];
-    hvd__log_set_fds(STDOUT_FILENO, STDERR_FILENO);
-    close(log_pipe[1]);
-    ssize_t n = read(log_pipe[0], buf, sizeof buf - 1);
-    close(log_pipe[0]);
-    buf[n > 0 ? n : 0] = '\0';
-    return buf;
 }
 
 /* Horovod's test/single/data/config.test.yaml, as YAML of the same shape. */

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "log_capture.h"
+
 #include <hvd/hvd.h>
 
 #include "common/clock.h"
@@ -46,37 +48,6 @@ static int setup(void **state) {
     assert_int_equal(hvd__secret_generate(&secret), HVD_OK);
     assert_int_equal(hvd__secret_generate(&other), HVD_OK);
     return 0;
-}
-
-/* --- log capture -------------------------------------------------------------------------- */
-
-static int log_pipe[2];
-static char log_text[65536];
-static size_t log_len;
-
-static void capture_start(void) {
-    assert_int_equal(pipe(log_pipe), 0);
-    fcntl(log_pipe[0], F_SETFL, O_NONBLOCK);
-    log_len = 0;
-    hvd__log_set_fds(STDOUT_FILENO, log_pipe[1]);
-}
-
-static const char *capture_read(void) {
-    for (;;) {
-        ssize_t n = read(log_pipe[0], log_text + log_len, sizeof log_text - 1 - log_len);
-        if (n <= 0)
-            break;
-        log_len += (size_t)n;
-    }
-    log_text[log_len] = '\0';
-    return log_text;
-}
-
-static void capture_end(void) {
-    capture_read();
-    hvd__log_set_fds(STDOUT_FILENO, STDERR_FILENO);
-    close(log_pipe[0]);
-    close(log_pipe[1]);
 }
 
 static void expect(const char *text, const char *part) {

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "log_capture.h"
+
 #include <hvd/hvd.h>
 
 #include "common/log.h"
@@ -108,23 +110,6 @@ static void expect_invalid(const char *line, const char *needle) {
     assert_int_equal(s.exports.count, 0);
     assert_int_equal(s.nic_count, 0);
     hvd__settings_fini(&s);
-}
-
-/* Capture what the launcher logs (warnings go to the stderr-class fd). */
-static int log_pipe[2];
-static void capture_start(void) {
-    assert_int_equal(pipe(log_pipe), 0);
-    fcntl(log_pipe[0], F_SETFL, O_NONBLOCK);
-    hvd__log_set_fds(STDOUT_FILENO, log_pipe[1]);
-}
-static const char *capture_end(void) {
-    static char buf[8192];
-    hvd__log_set_fds(STDOUT_FILENO, STDERR_FILENO);
-    close(log_pipe[1]);
-    ssize_t n = read(log_pipe[0], buf, sizeof buf - 1);
-    close(log_pipe[0]);
-    buf[n > 0 ? n : 0] = '\0';
-    return buf;
 }
 
 /* Every row of reference 1.12's table of test_run.py cases. */
