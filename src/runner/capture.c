@@ -35,6 +35,30 @@ static int capture_read(int fd, hvd_capture_buf_t *c) {
     return 0;
 }
 
+void hvd__capture_keep_tail(char *buf, size_t cap, size_t *len, const char *data, size_t n) {
+    if (n >= cap) {
+        memcpy(buf, data + n - cap, cap);
+        *len = cap;
+        return;
+    }
+    if (*len + n > cap) {
+        size_t drop = *len + n - cap;
+        memmove(buf, buf + drop, *len - drop);
+        *len -= drop;
+    }
+    memcpy(buf + *len, data, n);
+    *len += n;
+}
+
+void hvd__capture_last_line(const char *text, size_t len, char *out, size_t size) {
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        len--;
+    size_t start = len;
+    while (start && text[start - 1] != '\n')
+        start--;
+    snprintf(out, size, "%.*s", (int)(len - start), text + start);
+}
+
 void hvd__capture_note(hvd_capture_buf_t *c, const char *reason) {
     size_t need = strlen(reason) + 2;
     if (need >= c->cap)

@@ -36,6 +36,13 @@ typedef struct {
  * the deadline ended it. HVD_ERR_IO (with the reason) when it could not be started. */
 hvd_status_t hvd__capture_run(const hvd_capture_config_t *cfg, int *status_p, int *timed_out_p);
 
+/* Append data[0..n) to buf (holding *len of cap bytes, not NUL-terminated), keeping only
+ * the last cap bytes: the end of what a program wrote says why it failed. */
+void hvd__capture_keep_tail(char *buf, size_t cap, size_t *len, const char *data, size_t n);
+
+/* The last non-empty line of text[0..len), without its line end, into out. */
+void hvd__capture_last_line(const char *text, size_t len, char *out, size_t size);
+
 /* Add reason as the last line of b, keeping the reason whole when b is full. */
 void hvd__capture_note(hvd_capture_buf_t *b, const char *reason);
 

@@ -23,16 +23,6 @@ struct hvd_host_discovery {
     int have_good;
 };
 
-/* The last non-empty line of text, into out. */
-static void last_line(const char *text, size_t len, char *out, size_t size) {
-    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        len--;
-    size_t start = len;
-    while (start && text[start - 1] != '\n')
-        start--;
-    snprintf(out, size, "%.*s", (int)(len - start), text + start);
-}
-
 hvd_status_t hvd__host_discovery_run(const hvd_host_discovery_config_t *cfg,
                                      hvd_host_list_t *list_p) {
     int timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : HVD_DISCOVERY_TIMEOUT_MS;
@@ -52,7 +42,7 @@ hvd_status_t hvd__host_discovery_run(const hvd_host_discovery_config_t *cfg,
     int status = 0, timed_out = 0;
     hvd_status_t st = hvd__capture_run(&cc, &status, &timed_out);
     char why[512];
-    last_line(err, eb.len, why, sizeof why);
+    hvd__capture_last_line(err, eb.len, why, sizeof why);
     if (st != HVD_OK) {
         st = hvd__error_wrap(st, "host discovery script '%s'", cfg->script);
     } else if (timed_out) {

@@ -63,37 +63,57 @@ static hvd_status_t check_supported(const hvd_settings_t *s) {
     return HVD_OK;
 }
 
-/* Which slots are on other hosts (reference 3.4: a host is local when it resolves to one of
- * this machine's addresses), and the remote host names, each once, in plan order. */
-static hvd_status_t split_hosts(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
-                                int verbose, unsigned char **remote_p, const char ***names_p,
-                                size_t *count_p) {
-    unsigned char *remote = calloc(plan->count ? plan->count : 1, 1);
-    const char **names = calloc(plan->count ? plan->count : 1, sizeof *names);
-    if (!remote || !names) {
-        free(remote);
-        free(names);
+/* The hosts of the plan: each once, in plan order, whether it is another machine (reference
+ * 3.4: a host is local when it resolves to one of this machine's addresses; each name is
+ * resolved once), the remote ones, and for each slot whether it is remote. */
+typedef struct {
+    const char **names;    /* borrowed from the plan */
+    unsigned char *remote; /* per name */
+    size_t count;
+    const char **remote_names; /* the remote ones, in plan order */
+    size_t nremote;
+    unsigned char *slot_remote; /* per slot of the plan */
+} job_hosts_t;
+
+static void job_hosts_fini(job_hosts_t *h) {
+    free(h->names);
+    free(h->remote);
+    free(h->remote_names);
+    free(h->slot_remote);
+    memset(h, 0, sizeof *h);
+}
+
+static hvd_status_t job_hosts_init(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
+                                   int verbose, job_hosts_t *h) {
+    size_t cap = plan->count ? plan->count : 1;
+    *h = (job_hosts_t){.names = calloc(cap, sizeof *h->names),
+                       .remote = calloc(cap, 1),
+                       .remote_names = calloc(cap, sizeof *h->remote_names),
+                       .slot_remote = calloc(cap, 1)};
+    if (!h->names || !h->remote || !h->remote_names || !h->slot_remote) {
+        job_hosts_fini(h);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     }
-    size_t count = 0;
     for (size_t i = 0; i < plan->count; i++) {
-        const char *h = plan->slots[i].host;
-        remote[i] = !hvd__netif_is_local_host(h, ifs, n);
-        int seen = 0;
-        for (size_t k = 0; k < count && !seen; k++)
-            seen = strcmp(names[k], h) == 0;
-        if (remote[i] && !seen)
-            names[count++] = h;
+        const char *name = plan->slots[i].host;
+        size_t k = 0;
+        while (k < h->count && strcmp(h->names[k], name) != 0)
+            k++;
+        if (k == h->count) {
+            h->names[h->count] = name;
+            h->remote[h->count] = !hvd__netif_is_local_host(name, ifs, n);
+            if (h->remote[h->count])
+                h->remote_names[h->nremote++] = name;
+            h->count++;
+        }
+        h->slot_remote[i] = h->remote[k];
     }
     if (verbose) {
         printf("Filtering local host names.\nRemote host found:");
-        for (size_t k = 0; k < count; k++)
-            printf(" %s", names[k]);
-        printf("%s\n", count ? "" : " ");
+        for (size_t k = 0; k < h->nremote; k++)
+            printf(" %s", h->remote_names[k]);
+        printf("%s\n", h->nremote ? "" : " ");
     }
-    *remote_p = remote;
-    *names_p = names;
-    *count_p = count;
     return HVD_OK;
 }
 
@@ -287,35 +307,6 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     return st;
 }
 
-/* Every host of the plan once, in plan order, and whether it is remote. */
-static hvd_status_t plan_hosts(const hvd_slot_plan_t *plan, const char *const *remote_hosts,
-                               size_t nremote, const char ***hosts_p, unsigned char **remote_p,
-                               size_t *count_p) {
-    const char **hosts = calloc(plan->count, sizeof *hosts);
-    unsigned char *remote = calloc(plan->count, 1);
-    if (!hosts || !remote) {
-        free(hosts);
-        free(remote);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < plan->count; i++) {
-        const char *h = plan->slots[i].host;
-        int seen = 0;
-        for (size_t k = 0; k < n && !seen; k++)
-            seen = strcmp(hosts[k], h) == 0;
-        if (seen)
-            continue;
-        for (size_t k = 0; k < nremote; k++)
-            remote[n] |= strcmp(remote_hosts[k], h) == 0;
-        hosts[n++] = h;
-    }
-    *hosts_p = hosts;
-    *remote_p = remote;
-    *count_p = n;
-    return HVD_OK;
-}
-
 static void join(const char *const *items, size_t n, const char *sep, char *out, size_t size) {
     size_t used = 0;
     out[0] = '\0';
@@ -330,20 +321,14 @@ static void join(const char *const *items, size_t n, const char *sep, char *out,
  * --disable-cache; failures never are. Interfaces given by name are used as given, as
  * Horovod does; given as networks (CIDR), discovery runs with them as its filter and each
  * rank finds its own interface in that network (HOROVOD_GLOO_IFACE holds the network). */
-static hvd_status_t remote_checks(const hvd_settings_t *s, const hvd_slot_plan_t *plan,
+static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh,
                                   const hvd_ssh_opts_t *ssh, const char *exe,
-                                  const hvd_secret_t *secret, const char *const *remote_hosts,
-                                  size_t nremote, char *iface, size_t iface_size, char *nics,
-                                  size_t nics_size, char driver_ip[16]) {
-    const char **hosts = NULL;
-    unsigned char *remote = NULL;
-    size_t nhosts = 0;
-    hvd_status_t st = plan_hosts(plan, remote_hosts, nremote, &hosts, &remote, &nhosts);
-    if (st != HVD_OK)
-        return st;
+                                  const hvd_secret_t *secret, char *iface, size_t iface_size,
+                                  char *nics, size_t nics_size, char driver_ip[16]) {
+    hvd_status_t st = HVD_OK;
     char all[4096], remote_list[4096];
-    join(hosts, nhosts, ",", all, sizeof all);
-    join(remote_hosts, nremote, ",", remote_list, sizeof remote_list);
+    join(jh->names, jh->count, ",", all, sizeof all);
+    join(jh->remote_names, jh->nremote, ",", remote_list, sizeof remote_list);
     hvd_start_cache_t *cache = NULL;
     int64_t now = (int64_t)time(NULL);
     const char *home = getenv("HOME");
@@ -360,7 +345,7 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const hvd_slot_plan_t
         if (s->verbose)
             printf("SSH was successful into all the remote hosts (cached).\n");
     } else {
-        st = hvd__ssh_check_hosts(ssh, remote_hosts, nremote, s->start_timeout, s->verbose,
+        st = hvd__ssh_check_hosts(ssh, jh->remote_names, jh->nremote, s->start_timeout, s->verbose,
                                   STDOUT_FILENO, STDERR_FILENO);
         if (st == HVD_OK && cache)
             hvd__start_cache_put_ssh_ok(cache, remote_list, now);
@@ -374,9 +359,9 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const hvd_slot_plan_t
         if (have && s->verbose)
             printf("Common interface found (cached): %s\n", r.nics[0]);
         if (!have) {
-            hvd_nic_discovery_config_t dc = {.hosts = hosts,
-                                             .remote = remote,
-                                             .count = nhosts,
+            hvd_nic_discovery_config_t dc = {.hosts = jh->names,
+                                             .remote = jh->remote,
+                                             .count = jh->count,
                                              .ssh = ssh,
                                              .exe = exe,
                                              .secret = secret,
@@ -404,8 +389,6 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const hvd_slot_plan_t
         }
     }
     hvd__start_cache_close(cache);
-    free(hosts);
-    free(remote);
     return st;
 }
 
@@ -414,9 +397,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     hvd_netif_t *ifs = NULL;
     size_t nifs = 0;
     char iface[64] = "", nics[1024] = "", driver_ip[16] = "", exe[4096] = "", cwd[4096] = "";
-    unsigned char *remote = NULL;
-    const char **remote_hosts = NULL;
-    size_t nremote = 0;
+    job_hosts_t jh = {0};
     int code = EXIT_LAUNCH;
     int mpi = s->controller == HVD_CONTROLLER_MPI;
     hvd_mpi_impl_t impl = HVD_MPI_MISSING;
@@ -437,14 +418,13 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         return EXIT_LAUNCH;
     }
-    st = split_hosts(plan, ifs, nifs, s->verbose, &remote, &remote_hosts, &nremote);
+    st = job_hosts_init(plan, ifs, nifs, s->verbose, &jh);
     if (st == HVD_OK)
-        st = choose_network(s, ifs, nifs, nremote ? remote_hosts[0] : NULL, iface, sizeof iface,
-                            nics, sizeof nics, driver_ip);
+        st = choose_network(s, ifs, nifs, jh.nremote ? jh.remote_names[0] : NULL, iface,
+                            sizeof iface, nics, sizeof nics, driver_ip);
     free(ifs);
     if (st != HVD_OK) {
-        free(remote);
-        free(remote_hosts);
+        job_hosts_fini(&jh);
         return usage_error();
     }
     hvd_ssh_opts_t ssh = {.port = s->ssh_port,
@@ -452,7 +432,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                           .connect_timeout_s = s->start_timeout};
     hvd_secret_t secret;
     st = hvd__secret_generate(&secret);
-    if (st == HVD_OK && nremote) {
+    if (st == HVD_OK && jh.nremote) {
         /* remote hosts run this very program, found at the same path there */
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0)
@@ -460,19 +440,18 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         if (!getcwd(cwd, sizeof cwd))
             snprintf(cwd, sizeof cwd, ".");
         fflush(stdout);
-        st = remote_checks(s, plan, &ssh, exe, &secret, remote_hosts, nremote, iface, sizeof iface,
-                           nics, sizeof nics, driver_ip);
+        st = remote_checks(s, &jh, &ssh, exe, &secret, iface, sizeof iface, nics, sizeof nics,
+                           driver_ip);
     }
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         hvd__secret_wipe(&secret);
-        free(remote);
-        free(remote_hosts);
+        job_hosts_fini(&jh);
         return EXIT_LAUNCH;
     }
     /* All ranks on this host: the store listens on loopback only; else on every interface
      * (every request is authenticated with the job secret). */
-    hvd_kv_server_config_t kc = {.bind_addr = nremote ? "" : "127.0.0.1", .secret = &secret};
+    hvd_kv_server_config_t kc = {.bind_addr = jh.nremote ? "" : "127.0.0.1", .secret = &secret};
     hvd_kv_server_t *server = NULL;
     hvd_env_list_t exports;
     hvd__env_list_init(&exports);
@@ -509,7 +488,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                   .prefix_timestamp = s->prefix_timestamp,
                                   .verbose = s->verbose,
                                   .kill_grace_ms = KILL_GRACE_MS,
-                                  .remote = nremote ? remote : NULL,
+                                  .remote = jh.nremote ? jh.slot_remote : NULL,
                                   .ssh = &ssh,
                                   .remote_exe = exe,
                                   .cwd = cwd,
@@ -525,8 +504,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     hvd__env_list_fini(&exports);
     hvd__kv_server_stop(server);
     hvd__secret_wipe(&secret);
-    free(remote);
-    free(remote_hosts);
+    job_hosts_fini(&jh);
     return code;
 }
 

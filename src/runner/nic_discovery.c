@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "os/spawn.h"
+#include "runner/capture.h"
 #include "runner/discovery_msg.h"
 
 #include <errno.h>
@@ -61,30 +62,8 @@ static void drain(task_t *t, int *fd) {
             *fd = -1;
             return;
         }
-        size_t k = (size_t)n;
-        if (t->tail_len + k > TAIL_CAP) {
-            size_t drop = t->tail_len + k - TAIL_CAP;
-            if (drop > t->tail_len)
-                drop = t->tail_len;
-            memmove(t->tail, t->tail + drop, t->tail_len - drop);
-            t->tail_len -= drop;
-        }
-        if (k > TAIL_CAP - t->tail_len)
-            k = TAIL_CAP - t->tail_len;
-        memcpy(t->tail + t->tail_len, buf, k);
-        t->tail_len += k;
+        hvd__capture_keep_tail(t->tail, TAIL_CAP, &t->tail_len, buf, (size_t)n);
     }
-}
-
-/* The last non-empty line of a task's output, into out. */
-static void last_line(const task_t *t, char *out, size_t size) {
-    size_t end = t->tail_len;
-    while (end > 0 && (t->tail[end - 1] == '\n' || t->tail[end - 1] == '\r'))
-        end--;
-    size_t start = end;
-    while (start > 0 && t->tail[start - 1] != '\n')
-        start--;
-    snprintf(out, size, "%.*s", (int)(end - start), t->tail + start);
 }
 
 static void poll_task(task_t *t) {
@@ -111,7 +90,7 @@ static int check_tasks(void *arg, char *msg, size_t size) {
         drain(t, &t->proc.err_fd);
         char what[96], line[512];
         hvd__spawn_describe_status(status, what, sizeof what);
-        last_line(t, line, sizeof line);
+        hvd__capture_last_line(t->tail, t->tail_len, line, sizeof line);
         snprintf(msg, size, "the task service on host %s (%s) ended with %s%s%s", t->host,
                  r->cfg->remote[i] ? "over ssh" : "this machine", what, *line ? ": " : "", line);
         return 1;

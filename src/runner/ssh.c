@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "runner/capture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,16 +194,7 @@ static void read_output(probe_t *p) {
             }
             return;
         }
-        /* keep the last OUTPUT_CAP bytes (a read is smaller than that) */
-        _Static_assert(sizeof buf < OUTPUT_CAP, "a read must fit in the kept output");
-        size_t k = (size_t)n;
-        if (p->out_len + k > OUTPUT_CAP) {
-            size_t drop = p->out_len + k - OUTPUT_CAP;
-            memmove(p->out, p->out + drop, p->out_len - drop);
-            p->out_len -= drop;
-        }
-        memcpy(p->out + p->out_len, buf, k);
-        p->out_len += k;
+        hvd__capture_keep_tail(p->out, OUTPUT_CAP, &p->out_len, buf, (size_t)n);
     }
 }
 

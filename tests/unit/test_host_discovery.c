@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "runner/capture.h"
 #include "runner/host_discovery.h"
 
 #include <hvd/hvd.h>
@@ -70,6 +71,29 @@ static void test_parse_bad(void **state) {
     hvd_host_list_t l;
     assert_int_equal(hvd__hosts_parse_discovery(nul, sizeof nul - 1, 0, &l), HVD_ERR_INVALID_ARG);
     assert_non_null(strstr(hvd_last_error(), "line 2 holds a NUL byte"));
+}
+
+/* The helpers that keep the end of a program's output and find its last line. */
+static void test_tail_and_last_line(void **state) {
+    (void)state;
+    char buf[8];
+    size_t len = 0;
+    hvd__capture_keep_tail(buf, sizeof buf, &len, "abc", 3);
+    hvd__capture_keep_tail(buf, sizeof buf, &len, "defgh", 5);
+    assert_int_equal(len, 8);
+    assert_memory_equal(buf, "abcdefgh", 8);
+    hvd__capture_keep_tail(buf, sizeof buf, &len, "ij", 2);
+    assert_memory_equal(buf, "cdefghij", 8);
+    hvd__capture_keep_tail(buf, sizeof buf, &len, "0123456789", 10);
+    assert_memory_equal(buf, "23456789", 8);
+    char line[64];
+    const char *text = "first\nsecond line\r\n\n";
+    hvd__capture_last_line(text, strlen(text), line, sizeof line);
+    assert_string_equal(line, "second line");
+    hvd__capture_last_line("only", 4, line, sizeof line);
+    assert_string_equal(line, "only");
+    hvd__capture_last_line("", 0, line, sizeof line);
+    assert_string_equal(line, "");
 }
 
 static char dir[] = "/tmp/hvd-hostdisc.XXXXXX";
@@ -183,11 +207,9 @@ static int teardown(void **state) {
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_ok),
-        cmocka_unit_test(test_parse_bad),
-        cmocka_unit_test(test_run),
-        cmocka_unit_test(test_run_deadline),
-        cmocka_unit_test(test_poll_keeps_last_good),
+        cmocka_unit_test(test_tail_and_last_line), cmocka_unit_test(test_parse_ok),
+        cmocka_unit_test(test_parse_bad),          cmocka_unit_test(test_run),
+        cmocka_unit_test(test_run_deadline),       cmocka_unit_test(test_poll_keeps_last_good),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
