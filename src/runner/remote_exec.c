@@ -247,6 +247,10 @@ int hvd__remote_exec_main(void) {
         fprintf(stderr, "horovodrun (on %s): %s\n", host, hvd_last_error());
         return 126;
     }
+    /* name the host as the user wrote it (machines may share a host name: containers) */
+    for (size_t i = 0; i < spec.env_count; i++)
+        if (strncmp(spec.env[i], "HOROVOD_HOSTNAME=", 17) == 0 && spec.env[i][17])
+            snprintf(host, sizeof host, "%s", spec.env[i] + 17);
     const char *home = getenv("HOME");
     if (chdir(spec.cwd) != 0)
         fprintf(stderr,

@@ -257,14 +257,16 @@ static void test_supervisor_missing_dir(void **state) {
     char *argv[] = {"sh", "-c", "echo ran", NULL};
     uint8_t *spec;
     size_t len;
-    assert_int_equal(hvd__exec_spec_encode("/no/such/dir", NULL, argv, &spec, &len), HVD_OK);
+    char *env[] = {"HOROVOD_HOSTNAME=h7", NULL}; /* errors name the host as the user wrote it */
+    assert_int_equal(hvd__exec_spec_encode("/no/such/dir", env, argv, &spec, &len), HVD_OK);
     sup_t s;
     start_supervisor(spec, len, &s);
     free(spec);
     char out[4096], err[4096];
     assert_int_equal(finish_supervisor(&s, out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "ran\n");
-    assert_non_null(strstr(err, "cannot change to the launcher's directory /no/such/dir"));
+    assert_non_null(
+        strstr(err, "horovodrun (on h7): cannot change to the launcher's directory /no/such/dir"));
 }
 
 static void test_supervisor_bad_spec(void **state) {
