@@ -307,11 +307,13 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     return st;
 }
 
-static void join(const char *const *items, size_t n, const char *sep, char *out, size_t size) {
+/* items joined by sep into out; 0 when they did not all fit (out then holds a prefix). */
+static int join(const char *const *items, size_t n, const char *sep, char *out, size_t size) {
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s%s", i ? sep : "", items[i]);
+    return used < size;
 }
 
 /* Start-up checks when some hosts are remote (reference 3.1 steps 2-5): ssh into each, then,
@@ -326,14 +328,15 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
                                   const hvd_secret_t *secret, char *iface, size_t iface_size,
                                   char *nics, size_t nics_size, char driver_ip[16]) {
     hvd_status_t st = HVD_OK;
-    char all[4096], remote_list[4096];
-    join(jh->names, jh->count, ",", all, sizeof all);
-    join(jh->remote_names, jh->nremote, ",", remote_list, sizeof remote_list);
+    char all[8192], remote_list[8192];
+    /* the host lists key the cache: a list too long to hold whole is not cached at all */
+    int keyed = join(jh->names, jh->count, ",", all, sizeof all) &
+                join(jh->remote_names, jh->nremote, ",", remote_list, sizeof remote_list);
     hvd_start_cache_t *cache = NULL;
     int64_t now = (int64_t)time(NULL);
     const char *home = getenv("HOME");
     char dir[4096], *params = NULL;
-    if (!s->disable_cache && home && *home &&
+    if (!s->disable_cache && keyed && home && *home &&
         hvd__start_cache_default_dir(home, dir, sizeof dir) == HVD_OK &&
         hvd__start_cache_params(s->num_proc, all, s->ssh_port, s->ssh_identity_file,
                                 (const char *const *)s->nics, s->nic_count, &params) == HVD_OK &&
