@@ -461,15 +461,9 @@ static void loop_once(job_t *job, int timeout_ms) {
 static hvd_status_t remote_command(const job_t *job, const char *host, char *const *envp,
                                    char ***ssh_argv_p, uint8_t **spec_p, size_t *spec_len_p) {
     const hvd_launch_config_t *cfg = job->cfg;
-    strbuf_t rc = {0};
-    sb_quoted(&rc, cfg->remote_exe ? cfg->remote_exe : "horovodrun");
-    sb_add(&rc, " " HVD_EXEC_OPTION, 1 + strlen(HVD_EXEC_OPTION));
-    if (rc.failed) {
-        free(rc.p);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an ssh command");
-    }
-    hvd_status_t st = hvd__ssh_argv(cfg->ssh, host, rc.p, ssh_argv_p);
-    free(rc.p);
+    hvd_status_t st =
+        hvd__ssh_argv_program(cfg->ssh, host, cfg->remote_exe ? cfg->remote_exe : "horovodrun",
+                              HVD_EXEC_OPTION, ssh_argv_p);
     if (st == HVD_OK) {
         st = hvd__exec_spec_encode(cfg->cwd ? cfg->cwd : ".", envp, cfg->command, spec_p,
                                    spec_len_p);

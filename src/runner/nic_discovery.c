@@ -106,12 +106,7 @@ static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i) {
     hvd_spawn_config_t sc = {.argv = local_argv, .envp = environ, .grace_ms = TASK_GRACE_MS};
     hvd_status_t st = HVD_OK;
     if (cfg->remote[i]) {
-        char quoted[4200];
-        size_t n = hvd__shell_quote(cfg->exe, quoted, sizeof quoted);
-        if (n + sizeof " " HVD_TASK_OPTION > sizeof quoted)
-            return hvd__error_set(HVD_ERR_INVALID_ARG, "the path of horovodrun is too long");
-        strcat(quoted, " " HVD_TASK_OPTION);
-        st = hvd__ssh_argv(cfg->ssh, t->host, quoted, &ssh_argv);
+        st = hvd__ssh_argv_program(cfg->ssh, t->host, cfg->exe, HVD_TASK_OPTION, &ssh_argv);
         sc.argv = ssh_argv;
     }
     uint8_t *blob = NULL;

@@ -111,6 +111,20 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
     return HVD_OK;
 }
 
+hvd_status_t hvd__ssh_argv_program(const hvd_ssh_opts_t *opts, const char *host,
+                                   const char *program, const char *option, char ***argv_p) {
+    size_t n = hvd__shell_quote(program, NULL, 0);
+    char *cmd = malloc(n + 1 + strlen(option) + 1);
+    if (!cmd)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an ssh command");
+    hvd__shell_quote(program, cmd, n + 1);
+    cmd[n] = ' ';
+    strcpy(cmd + n + 1, option);
+    hvd_status_t st = hvd__ssh_argv(opts, host, cmd, argv_p);
+    free(cmd);
+    return st;
+}
+
 /* ---- the reachability check -------------------------------------------------------------------
  */
 

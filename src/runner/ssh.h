@@ -32,6 +32,11 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
                            char ***argv_p);
 void hvd__ssh_argv_free(char **argv);
 
+/* The same for running program (a path, quoted for the remote shell) with one option
+ * (a plain word): how horovodrun starts itself on another host. */
+hvd_status_t hvd__ssh_argv_program(const hvd_ssh_opts_t *opts, const char *host,
+                                   const char *program, const char *option, char ***argv_p);
+
 /* Append s to out quoted for a POSIX shell as Python's shlex.quote does (unchanged when it is
  * made only of safe characters). Returns the length it needs (like snprintf). */
 size_t hvd__shell_quote(const char *s, char *out, size_t out_size);

@@ -153,6 +153,12 @@ static void test_ssh_argv(void **state) {
     assert_int_equal(n, 13);
     assert_string_equal(argv[11], "h3");
     hvd__ssh_argv_free(argv);
+    /* horovodrun starting itself: the path quoted for the remote shell, then the option */
+    assert_int_equal(
+        hvd__ssh_argv_program(NULL, "h3", "/opt/my hvd/horovodrun", "--internal-exec", &argv),
+        HVD_OK);
+    assert_string_equal(argv[12], "'/opt/my hvd/horovodrun' --internal-exec");
+    hvd__ssh_argv_free(argv);
 }
 
 static void test_shell_quote(void **state) {
