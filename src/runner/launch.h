@@ -1,10 +1,6 @@
-/* Static launch on the local host: start one process per slot of the plan, forward and tag
- * their output, supervise them, and end the whole job on the first failure or on a signal.
- *
- * Each rank runs under a small supervisor process (the "middleman", as in Horovod's
- * safe_shell_exec): it leads its own session so that the rank's whole process tree can be
- * signalled, and it ends that tree when horovodrun goes away, even after a SIGKILL of
- * horovodrun (it watches a pipe whose other end only horovodrun holds). */
+/* Static launch: start one process per slot of the plan (runner/workers.h supervises them,
+ * locally or over ssh, and tags their output) and end the whole job on the first failure or on
+ * a signal. */
 #ifndef HVD_RUNNER_LAUNCH_H
 #define HVD_RUNNER_LAUNCH_H
 
@@ -56,10 +52,5 @@ typedef struct {
  * single-threaded caller) and should ignore SIGPIPE, so that a closed console cannot kill it.
  * Not reentrant: one launch at a time per process. */
 hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p);
-
-/* 1 when a variable of horovodrun's environment is not passed to ranks: Horovod's
- * BASH_FUNC_.*, OLDPWD and .*CUDA_VISIBLE_DEVICES (matched as re.match does), and an
- * inherited secret (each job has its own). name need not be NUL-terminated. */
-int hvd__launch_excluded_name(const char *name, size_t len);
 
 #endif

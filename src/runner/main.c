@@ -13,6 +13,7 @@
 #include "runner/help.h"
 #include "runner/hosts.h"
 #include "runner/launch.h"
+#include "runner/workers.h"
 #include "runner/mpi_run.h"
 #include "runner/cache.h"
 #include "runner/nic_discovery.h"
@@ -249,7 +250,7 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     hvd__env_list_init(&mpienv);
     char **names = NULL, **nics = NULL, *cmd = NULL;
     size_t n_names = 0, n_nics = 0;
-    hvd_status_t st = hvd__env_list_set_entries(&job, environ, hvd__launch_excluded_name);
+    hvd_status_t st = hvd__env_list_set_entries(&job, environ, hvd__workers_excluded_name);
     if (st == HVD_OK)
         st = hvd__env_list_merge(&job, exports);
     if (st == HVD_OK) {

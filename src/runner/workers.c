@@ -1,0 +1,751 @@
+#include "runner/workers.h"
+
+#include <hvd/hvd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/params.h"
+#include "os/spawn.h"
+#include "runner/output.h"
+#include "runner/remote_exec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* A middleman asked to stop that is still running this long after its grace period is
+ * SIGKILLed (with its command's process group). */
+#define BACKSTOP_MS 5000
+/* A middleman SIGKILLed this long ago and still not reaped (stuck in the kernel) is given up
+ * on, so that horovodrun always ends. */
+#define ABANDON_MS 5000
+/* After a middleman is reaped, output still in its pipes is drained for at most this long (a
+ * process that escaped the tree could hold a pipe open forever). */
+#define DRAIN_MS 2000
+/* Reaping does not rely on SIGCHLD alone: look at least this often. */
+#define REAP_TICK_MS 1000
+#define READ_CHUNK 65536
+/* How long destroy waits for workers it stops (grace + backstop + abandon cover the rest). */
+#define DESTROY_TICK_MS 100
+
+enum { EV_OUT = 0, EV_ERR = 1, EV_CTL = 2 };
+#define EV_SIGNAL UINT64_MAX
+#define EV_WAKE (UINT64_MAX - 1)
+
+typedef struct {
+    hvd_slot_t slot; /* host owned */
+    hvd_spawn_t proc;
+    hvd_output_stream_t out, err;
+    int out_open, err_open, ctl_open; /* registered with epoll */
+    int handled;                      /* final status passed to on_exit */
+    int stopped;                      /* we asked it to stop: its exit is not a cause */
+    int gone;                         /* middleman reaped or given up on */
+    int64_t stop_ms, gone_ms;
+} worker_t;
+
+struct hvd_workers {
+    const hvd_workers_config_t *cfg;
+    worker_t **w;
+    size_t n, cap;
+    int epfd, sfd, wakefd;
+    sigset_t old_mask;
+    int grace_ms;
+    long nofile_soft; /* the limit workers start with, when we raised ours; 0 otherwise */
+    struct rlimit saved_nofile;
+    int raised_nofile;
+    int stopping;    /* every worker was asked to stop */
+    int interrupted; /* signal that interrupted horovodrun, 0 if none */
+    size_t live;     /* middlemen started and not gone */
+    size_t open_streams;
+    int need_reap;
+    int64_t last_reap_ms;
+    char *rbuf;
+    hvd_env_list_t base; /* environment shared by every worker */
+};
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+static void write_str(int fd, const char *p, size_t len) {
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, p + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* a closed console is not a reason to stop the job */
+        off += (size_t)w;
+    }
+}
+
+static void vsay(int fd, const char *fmt, va_list ap) {
+    char buf[2048];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n >= 0)
+        write_str(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* The launcher's own messages: one write each, so they do not split tagged lines. */
+static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(int fd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fd, fmt, ap);
+    va_end(ap);
+}
+
+/* A growable string for --verbose lines. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} strbuf_t;
+
+static void sb_add(strbuf_t *b, const char *s, size_t n) {
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(b->p, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->p = grown;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* Python's shlex.quote, as Horovod prints worker commands. */
+static void sb_quoted(strbuf_t *b, const char *s) {
+    char small[256];
+    size_t need = hvd__shell_quote(s, small, sizeof small);
+    if (need < sizeof small) {
+        sb_add(b, small, need);
+        return;
+    }
+    char *big = malloc(need + 1);
+    if (!big) {
+        b->failed = 1;
+        return;
+    }
+    hvd__shell_quote(s, big, need + 1);
+    sb_add(b, big, need);
+    free(big);
+}
+
+static void sb_assignment(strbuf_t *b, const char *entry) {
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return;
+    sb_add(b, " ", 1);
+    sb_add(b, entry, (size_t)(eq - entry) + 1);
+    sb_quoted(b, eq + 1);
+}
+
+/* ---- environment --------------------------------------------------------------------------- */
+
+/* Set last for each rank, so that they win over anything inherited or exported. */
+static const char *const slot_names[] = {
+    "HOROVOD_HOSTNAME",   "HOROVOD_RANK",       "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE", "PYTHONUNBUFFERED",   HVD_SECRET_ENV};
+
+static int is_secret_entry(const char *entry) {
+    size_t n = strlen(HVD_SECRET_ENV);
+    return strncmp(entry, HVD_SECRET_ENV, n) == 0 && entry[n] == '=';
+}
+
+/* Variables of horovodrun's environment that workers do not inherit: Horovod's regexes
+ * BASH_FUNC_.*, OLDPWD and .*CUDA_VISIBLE_DEVICES, matched as re.match does (anchored at the
+ * start only, so OLDPWD also covers OLDPWD_X and the last any name containing
+ * CUDA_VISIBLE_DEVICES), plus an inherited secret (each job has its own). */
+int hvd__workers_excluded_name(const char *name, size_t len) {
+    return (len >= 10 && memcmp(name, "BASH_FUNC_", 10) == 0) ||
+           (len >= 6 && memcmp(name, "OLDPWD", 6) == 0) ||
+           memmem(name, len, "CUDA_VISIBLE_DEVICES", 20) != NULL ||
+           (len == strlen(HVD_SECRET_ENV) && memcmp(name, HVD_SECRET_ENV, len) == 0);
+}
+
+static hvd_status_t build_base_env(hvd_workers_t *w) {
+    hvd_env_list_t *env = &w->base;
+    hvd__env_list_init(env);
+    hvd_status_t st = hvd__env_list_set_entries(env, environ, hvd__workers_excluded_name);
+    if (st == HVD_OK && w->cfg->exports)
+        st = hvd__env_list_merge(env, w->cfg->exports);
+    for (size_t i = 0; i < sizeof slot_names / sizeof slot_names[0]; i++)
+        hvd__env_list_unset(env, slot_names[i]);
+    return st;
+}
+
+static hvd_status_t slot_env(const hvd_workers_t *w, const hvd_slot_t *slot, hvd_env_list_t *vars) {
+    hvd__env_list_init(vars);
+    hvd_status_t st = hvd__env_list_set(vars, "HOROVOD_HOSTNAME", slot->host);
+    const struct {
+        const char *name;
+        int value;
+    } ints[] = {{"HOROVOD_RANK", slot->rank},
+                {"HOROVOD_SIZE", slot->size},
+                {"HOROVOD_LOCAL_RANK", slot->local_rank},
+                {"HOROVOD_LOCAL_SIZE", slot->local_size},
+                {"HOROVOD_CROSS_RANK", slot->cross_rank},
+                {"HOROVOD_CROSS_SIZE", slot->cross_size}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == HVD_OK; i++)
+        st = hvd__env_list_setf(vars, ints[i].name, "%d", ints[i].value);
+    if (st == HVD_OK)
+        st = hvd__env_list_set(vars, "PYTHONUNBUFFERED", "1");
+    if (st == HVD_OK && w->cfg->secret) {
+        char hex[HVD_SECRET_HEX_LEN + 1];
+        hvd__secret_to_hex(w->cfg->secret, hex);
+        st = hvd__env_list_set(vars, HVD_SECRET_ENV, hex);
+        explicit_bzero(hex, sizeof hex);
+    }
+    if (st != HVD_OK)
+        hvd__env_list_fini(vars);
+    return st;
+}
+
+static void wipe_env(hvd_env_list_t *vars) {
+    for (size_t i = 0; i < vars->count; i++)
+        if (is_secret_entry(vars->entries[i]))
+            explicit_bzero(vars->entries[i], strlen(vars->entries[i]));
+    hvd__env_list_fini(vars);
+}
+
+static int is_slot_name(const char *entry) {
+    const char *eq = strchr(entry, '=');
+    for (size_t k = 0; eq && k < sizeof slot_names / sizeof slot_names[0]; k++)
+        if (strlen(slot_names[k]) == (size_t)(eq - entry) &&
+            strncmp(entry, slot_names[k], (size_t)(eq - entry)) == 0)
+            return 1;
+    return 0;
+}
+
+/* --verbose: `env <slot vars> <exports> <command>`, quoted like Horovod's, without the secret
+ * and without the inherited environment (Horovod prints all of it, issue #2484). */
+static void print_command(const hvd_workers_t *w, char *const *ssh_argv, const hvd_env_list_t *vars,
+                          const hvd_env_list_t *extra) {
+    strbuf_t b = {0};
+    for (char *const *a = ssh_argv; a && *a; a++) {
+        sb_quoted(&b, *a);
+        sb_add(&b, " ", 1);
+    }
+    if (ssh_argv) {
+        /* what the remote side runs, from the spec ssh carries on its stdin */
+        sb_add(&b, "<<< cd ", 7);
+        sb_quoted(&b, w->cfg->cwd ? w->cfg->cwd : ".");
+        sb_add(&b, " && ", 4);
+    }
+    sb_add(&b, "env", 3);
+    for (size_t i = 0; i < vars->count; i++)
+        if (!is_secret_entry(vars->entries[i]))
+            sb_assignment(&b, vars->entries[i]);
+    const hvd_env_list_t *lists[] = {w->cfg->exports, extra};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l] && i < lists[l]->count; i++)
+            if (!is_slot_name(lists[l]->entries[i]))
+                sb_assignment(&b, lists[l]->entries[i]);
+    for (char *const *a = w->cfg->command; *a; a++) {
+        sb_add(&b, " ", 1);
+        sb_quoted(&b, *a);
+    }
+    sb_add(&b, "\n", 1);
+    if (!b.failed)
+        write_str(w->cfg->out_fd, b.p, b.len);
+    free(b.p);
+}
+
+/* ---- workers --------------------------------------------------------------------------------- */
+
+static int watch(hvd_workers_t *w, int fd, uint64_t tag) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    return epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void close_stream(hvd_workers_t *w, worker_t *r, int is_err) {
+    int *open_p = is_err ? &r->err_open : &r->out_open;
+    int *fd_p = is_err ? &r->proc.err_fd : &r->proc.out_fd;
+    if (*open_p) {
+        hvd__output_stream_eof(is_err ? &r->err : &r->out);
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
+        *open_p = 0;
+        w->open_streams--;
+    }
+    if (*fd_p >= 0)
+        close(*fd_p);
+    *fd_p = -1;
+}
+
+static void close_ctl(hvd_workers_t *w, worker_t *r) {
+    if (r->ctl_open)
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, r->proc.ctl_fd, NULL);
+    r->ctl_open = 0;
+    if (r->proc.ctl_fd >= 0)
+        close(r->proc.ctl_fd);
+    r->proc.ctl_fd = -1;
+}
+
+void hvd__workers_stop(hvd_workers_t *w, size_t id) {
+    worker_t *r = id < w->n ? w->w[id] : NULL;
+    if (!r || r->gone || r->stopped)
+        return;
+    hvd__spawn_stop(&r->proc);
+    r->stopped = 1;
+    r->stop_ms = hvd__clock_now_ms();
+}
+
+void hvd__workers_stop_all(hvd_workers_t *w) {
+    w->stopping = 1;
+    for (size_t i = 0; i < w->n; i++)
+        hvd__workers_stop(w, i);
+}
+
+void hvd__workers_kill(hvd_workers_t *w, size_t id) {
+    worker_t *r = id < w->n ? w->w[id] : NULL;
+    if (!r || r->gone)
+        return;
+    if (!r->stopped) {
+        r->stopped = 1;
+        r->stop_ms = hvd__clock_now_ms();
+    }
+    hvd__spawn_kill(&r->proc);
+}
+
+/* The worker's command ended (or its middleman did): tell the caller once. */
+static void on_final(hvd_workers_t *w, size_t i) {
+    worker_t *r = w->w[i];
+    if (r->handled)
+        return;
+    r->handled = 1;
+    if (w->cfg->on_exit)
+        w->cfg->on_exit(w->cfg->arg, i, hvd__spawn_status(&r->proc), r->stopped);
+}
+
+static void mark_gone(hvd_workers_t *w, size_t i) {
+    worker_t *r = w->w[i];
+    r->gone = 1;
+    r->gone_ms = hvd__clock_now_ms();
+    w->live--;
+    on_final(w, i);
+    close_ctl(w, r);
+}
+
+static void reap_all(hvd_workers_t *w) {
+    w->need_reap = 0;
+    w->last_reap_ms = hvd__clock_now_ms();
+    for (size_t i = 0; i < w->n; i++) {
+        worker_t *r = w->w[i];
+        if (!r->gone && hvd__spawn_reap(&r->proc))
+            mark_gone(w, i);
+    }
+}
+
+static void read_stream(hvd_workers_t *w, worker_t *r, int is_err) {
+    int fd = is_err ? r->proc.err_fd : r->proc.out_fd;
+    /* one read per wake-up: a chatty worker cannot starve the others */
+    ssize_t n = read(fd, w->rbuf, READ_CHUNK);
+    if (n > 0) {
+        hvd__output_stream_feed(is_err ? &r->err : &r->out, w->rbuf, (size_t)n);
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    close_stream(w, r, is_err); /* end of file, or an error: the stream is over */
+}
+
+static void on_signals(hvd_workers_t *w) {
+    struct signalfd_siginfo si;
+    while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            w->need_reap = 1;
+            continue;
+        }
+        const char *abbrev = sigabbrev_np(sig);
+        if (!w->stopping) {
+            w->interrupted = sig;
+            say(w->cfg->err_fd, "horovodrun: received SIG%s, terminating all ranks.\n",
+                abbrev ? abbrev : "?");
+            hvd__workers_stop_all(w);
+        } else {
+            /* asked while ending the job already: no more grace */
+            if (!w->interrupted)
+                w->interrupted = sig;
+            say(w->cfg->err_fd, "horovodrun: received SIG%s again, killing all ranks now.\n",
+                abbrev ? abbrev : "?");
+            for (size_t i = 0; i < w->n; i++)
+                if (!w->w[i]->gone)
+                    hvd__spawn_kill(&w->w[i]->proc);
+        }
+    }
+}
+
+static void on_event(hvd_workers_t *w, uint64_t tag) {
+    if (tag == EV_SIGNAL) {
+        on_signals(w);
+        return;
+    }
+    if (tag == EV_WAKE) {
+        uint64_t v;
+        ssize_t n = read(w->wakefd, &v, sizeof v);
+        (void)n;
+        return;
+    }
+    size_t i = (size_t)(tag >> 2);
+    worker_t *r = w->w[i];
+    switch ((int)(tag & 3)) {
+    case EV_OUT:
+        read_stream(w, r, 0);
+        break;
+    case EV_ERR:
+        read_stream(w, r, 1);
+        break;
+    case EV_CTL:
+        if (hvd__spawn_read_report(&r->proc))
+            on_final(w, i); /* the command ended: act now, the middleman cleans up after */
+        if (r->proc.ctl_eof) {
+            /* the middleman is exiting: reap it soon, stop watching the socket */
+            epoll_ctl(w->epfd, EPOLL_CTL_DEL, r->proc.ctl_fd, NULL);
+            r->ctl_open = 0;
+            w->need_reap = 1;
+        }
+        break;
+    }
+}
+
+/* Deadlines that keep horovodrun from waiting forever on a middleman or a pipe. */
+static void enforce_deadlines(hvd_workers_t *w) {
+    int64_t now = hvd__clock_now_ms();
+    for (size_t i = 0; i < w->n; i++) {
+        worker_t *r = w->w[i];
+        if (!r->gone && r->stopped && !r->proc.kill_sent &&
+            now - r->stop_ms >= w->grace_ms + BACKSTOP_MS) {
+            say(w->cfg->err_fd,
+                "horovodrun: rank %d (supervisor pid %d) did not end %d ms after being asked "
+                "to; killing it.\n",
+                r->slot.rank, (int)r->proc.pid, w->grace_ms + BACKSTOP_MS);
+            hvd__spawn_kill(&r->proc);
+        }
+        if (!r->gone && r->proc.kill_sent && now - r->proc.kill_sent >= ABANDON_MS) {
+            say(w->cfg->err_fd,
+                "horovodrun: rank %d (supervisor pid %d) is still there %d ms after SIGKILL; "
+                "giving up on it.\n",
+                r->slot.rank, (int)r->proc.pid, ABANDON_MS);
+            if (!r->proc.reported)
+                r->proc.mm_status = SIGKILL;
+            mark_gone(w, i);
+        }
+        if (r->gone && (r->out_open || r->err_open) && now - r->gone_ms >= DRAIN_MS) {
+            /* something outside the worker's tree holds its pipes: stop waiting for them */
+            close_stream(w, r, 0);
+            close_stream(w, r, 1);
+        }
+    }
+}
+
+void hvd__workers_step(hvd_workers_t *w, int timeout_ms) {
+    struct epoll_event evs[64];
+    int k = epoll_wait(w->epfd, evs, 64, timeout_ms);
+    for (int e = 0; e < k; e++)
+        on_event(w, evs[e].data.u64);
+    if (k < 0 && errno != EINTR)
+        hvd__clock_sleep_ms(timeout_ms); /* cannot wait on fds: keep the cadence */
+    if (w->need_reap || hvd__clock_now_ms() - w->last_reap_ms >= REAP_TICK_MS)
+        reap_all(w);
+    enforce_deadlines(w);
+}
+
+void hvd__workers_wake(hvd_workers_t *w) {
+    uint64_t one = 1;
+    ssize_t n = write(w->wakefd, &one, sizeof one);
+    (void)n; /* a full counter already wakes the loop */
+}
+
+/* ssh's argv for a remote worker and the spec it carries on stdin (envp: the worker's whole
+ * environment, secret included). */
+static hvd_status_t remote_command(const hvd_workers_t *w, const char *host, char *const *envp,
+                                   char ***ssh_argv_p, uint8_t **spec_p, size_t *spec_len_p) {
+    const hvd_workers_config_t *cfg = w->cfg;
+    hvd_status_t st =
+        hvd__ssh_argv_program(cfg->ssh, host, cfg->remote_exe ? cfg->remote_exe : "horovodrun",
+                              HVD_EXEC_OPTION, ssh_argv_p);
+    if (st == HVD_OK) {
+        st = hvd__exec_spec_encode(cfg->cwd ? cfg->cwd : ".", envp, cfg->command, spec_p,
+                                   spec_len_p);
+        if (st != HVD_OK) {
+            hvd__ssh_argv_free(*ssh_argv_p);
+            *ssh_argv_p = NULL;
+        }
+    }
+    return st;
+}
+
+/* The worker's whole environment: shared, extra, then its own variables. */
+static char **worker_envp(const hvd_workers_t *w, const hvd_env_list_t *extra,
+                          const hvd_env_list_t *vars) {
+    size_t nb = w->base.count, ne = extra ? extra->count : 0;
+    char **envp = malloc((nb + ne + vars->count + 1) * sizeof *envp);
+    if (!envp)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nb; i++)
+        envp[k++] = w->base.entries[i];
+    for (size_t i = 0; i < ne; i++)
+        if (!is_slot_name(extra->entries[i]))
+            envp[k++] = extra->entries[i];
+    for (size_t i = 0; i < vars->count; i++)
+        envp[k++] = vars->entries[i];
+    envp[k] = NULL;
+    return envp;
+}
+
+static hvd_status_t launch(hvd_workers_t *w, worker_t *r, size_t i, int remote,
+                           const hvd_env_list_t *extra) {
+    const hvd_workers_config_t *cfg = w->cfg;
+    hvd_status_t st;
+    if (cfg->output_dir) {
+        st = hvd__output_open_files(cfg->output_dir, r->slot.rank, cfg->output_np, &r->out.file_fd,
+                                    &r->err.file_fd);
+        if (st != HVD_OK)
+            return st;
+    }
+    hvd_env_list_t vars;
+    st = slot_env(w, &r->slot, &vars);
+    if (st != HVD_OK)
+        return st;
+    char **envp = worker_envp(w, extra, &vars);
+    if (!envp) {
+        wipe_env(&vars);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an environment");
+    }
+    hvd_spawn_config_t sc = {
+        .argv = cfg->command, .envp = envp, .grace_ms = w->grace_ms, .nofile_soft = w->nofile_soft};
+    char **ssh_argv = NULL;
+    uint8_t *spec = NULL;
+    size_t spec_len = 0;
+    if (remote) {
+        /* ssh itself runs with horovodrun's environment; the worker's goes in the spec */
+        st = remote_command(w, r->slot.host, envp, &ssh_argv, &spec, &spec_len);
+        sc.argv = ssh_argv;
+        sc.envp = environ;
+        sc.stdin_data = spec;
+        sc.stdin_len = spec_len;
+    }
+    if (st == HVD_OK && cfg->verbose)
+        print_command(w, ssh_argv, &vars, extra);
+    if (st == HVD_OK)
+        st = hvd__spawn_start(&sc, &r->proc);
+    if (spec) {
+        explicit_bzero(spec, spec_len);
+        free(spec);
+    }
+    hvd__ssh_argv_free(ssh_argv);
+    free(envp);
+    wipe_env(&vars);
+    if (st != HVD_OK)
+        return st;
+    w->live++;
+    if (watch(w, r->proc.out_fd, (uint64_t)i << 2 | EV_OUT) == 0) {
+        r->out_open = 1;
+        w->open_streams++;
+    }
+    if (watch(w, r->proc.err_fd, (uint64_t)i << 2 | EV_ERR) == 0) {
+        r->err_open = 1;
+        w->open_streams++;
+    }
+    r->ctl_open = watch(w, r->proc.ctl_fd, (uint64_t)i << 2 | EV_CTL) == 0;
+    if (!r->out_open || !r->err_open || !r->ctl_open)
+        return hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of rank %d: %s", r->slot.rank,
+                              strerror(errno));
+    return HVD_OK;
+}
+
+static void worker_free(worker_t *r) {
+    if (!r)
+        return;
+    hvd__spawn_close(&r->proc);
+    hvd__output_stream_fini(&r->out);
+    hvd__output_stream_fini(&r->err);
+    free((char *)r->slot.host);
+    free(r);
+}
+
+hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
+                                const hvd_env_list_t *extra, size_t *id_p) {
+    if (w->n >= w->cfg->max_workers)
+        return hvd__error_set(HVD_ERR_TOO_LARGE,
+                              "cannot start rank %d on %s: %zu workers were started already",
+                              slot->rank, slot->host, w->n);
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        worker_t **grown = realloc(w->w, cap * sizeof *grown);
+        if (!grown)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for workers");
+        w->w = grown;
+        w->cap = cap;
+    }
+    worker_t *r = calloc(1, sizeof *r);
+    char *host = strdup(slot->host ? slot->host : "");
+    if (!r || !host) {
+        free(r);
+        free(host);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a worker");
+    }
+    r->slot = *slot;
+    r->slot.host = host;
+    r->proc.out_fd = r->proc.err_fd = r->proc.ctl_fd = -1;
+    hvd__output_stream_init(&r->out, slot->rank, 0, w->cfg->out_fd, -1, w->cfg->prefix_timestamp);
+    hvd__output_stream_init(&r->err, slot->rank, 1, w->cfg->err_fd, -1, w->cfg->prefix_timestamp);
+    size_t i = w->n;
+    hvd_status_t st = launch(w, r, i, remote, extra);
+    if (st != HVD_OK && !r->proc.pid) {
+        worker_free(r); /* nothing started: nothing to supervise */
+        return hvd__error_wrap(st, "cannot start rank %d on %s", slot->rank, slot->host);
+    }
+    /* started (perhaps without its pipes watched): supervise it like the others */
+    w->w[w->n++] = r;
+    if (st != HVD_OK) {
+        hvd__workers_stop(w, i);
+        return hvd__error_wrap(st, "cannot start rank %d on %s", slot->rank, slot->host);
+    }
+    *id_p = i;
+    return HVD_OK;
+}
+
+/* Each worker holds 3 fds here (5 with --output-filename); raise the soft limit to fit them,
+ * and let workers start with the limit horovodrun was given. */
+static void fit_fd_limit(hvd_workers_t *w) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    rlim_t need = 64 + (rlim_t)w->cfg->max_workers * (w->cfg->output_dir ? 5 : 3);
+    if (rl.rlim_cur >= need)
+        return;
+    w->saved_nofile = rl;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        w->raised_nofile = 1;
+        w->nofile_soft = (long)w->saved_nofile.rlim_cur;
+    }
+}
+
+hvd_status_t hvd__workers_create(const hvd_workers_config_t *cfg, hvd_workers_t **w_p) {
+    hvd_workers_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the launch loop");
+    w->cfg = cfg;
+    w->epfd = w->sfd = w->wakefd = -1;
+    w->grace_ms = cfg->kill_grace_ms > 0 ? cfg->kill_grace_ms : HVD_SPAWN_DEFAULT_GRACE_MS;
+    w->last_reap_ms = hvd__clock_now_ms();
+    hvd__env_list_init(&w->base);
+    sigset_t mask;
+    hvd__spawn_launcher_signals(&mask);
+    pthread_sigmask(SIG_BLOCK, &mask, &w->old_mask);
+    hvd_status_t st = HVD_OK;
+    w->rbuf = malloc(READ_CHUNK);
+    if (!w->rbuf)
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the launch loop");
+    if (st == HVD_OK)
+        st = build_base_env(w);
+    if (st == HVD_OK) {
+        /* SIGCHLD, SIGINT, SIGTERM and SIGHUP arrive through a signalfd. */
+        w->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        w->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        w->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (w->sfd < 0 || w->wakefd < 0 || w->epfd < 0 || watch(w, w->sfd, EV_SIGNAL) != 0 ||
+            watch(w, w->wakefd, EV_WAKE) != 0)
+            st = hvd__error_set(HVD_ERR_IO, "cannot set up the launch loop: %s", strerror(errno));
+    }
+    if (st != HVD_OK) {
+        hvd__workers_destroy(w);
+        return st;
+    }
+    fit_fd_limit(w);
+    *w_p = w;
+    return HVD_OK;
+}
+
+void hvd__workers_destroy(hvd_workers_t *w) {
+    if (!w)
+        return;
+    /* Nothing may outlive the pool: stop what runs and wait for it (bounded by the backstop
+     * and abandon deadlines of enforce_deadlines). */
+    if (w->epfd >= 0) {
+        if (w->live > 0)
+            hvd__workers_stop_all(w);
+        while (w->live > 0 || w->open_streams > 0)
+            hvd__workers_step(w, DESTROY_TICK_MS);
+    }
+    if (w->raised_nofile)
+        setrlimit(RLIMIT_NOFILE, &w->saved_nofile);
+    if (w->epfd >= 0)
+        close(w->epfd);
+    if (w->sfd >= 0)
+        close(w->sfd);
+    if (w->wakefd >= 0)
+        close(w->wakefd);
+    pthread_sigmask(SIG_SETMASK, &w->old_mask, NULL);
+    for (size_t i = 0; i < w->n; i++)
+        worker_free(w->w[i]);
+    free(w->w);
+    hvd__env_list_fini(&w->base);
+    free(w->rbuf);
+    free(w);
+}
+
+size_t hvd__workers_live(const hvd_workers_t *w) {
+    return w->live;
+}
+
+int hvd__workers_busy(const hvd_workers_t *w) {
+    return w->live > 0 || w->open_streams > 0;
+}
+
+int hvd__workers_interrupted(const hvd_workers_t *w) {
+    return w->interrupted;
+}
+
+int hvd__workers_running(const hvd_workers_t *w, size_t id) {
+    return id < w->n && !w->w[id]->gone;
+}
+
+const hvd_slot_t *hvd__workers_slot(const hvd_workers_t *w, size_t id) {
+    return id < w->n ? &w->w[id]->slot : NULL;
+}
+
+void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
+    const worker_t *r = w->w[id];
+    int fd = w->cfg->err_fd;
+    char what[96];
+    hvd__spawn_describe_status(hvd__spawn_status(&r->proc), what, sizeof what);
+    say(fd, "horovodrun: %s was the first to fail: %s.\n", who, what);
+    if (r->err.tail_count || r->err.tail_cr) {
+        say(fd, "horovodrun: last lines rank %d wrote to stderr:\n", r->slot.rank);
+        hvd__output_stream_write_tail(&r->err, fd, "    ");
+    } else {
+        say(fd, "horovodrun: rank %d wrote nothing to stderr.\n", r->slot.rank);
+    }
+}
+
+void hvd__workers_say(const hvd_workers_t *w, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(w->cfg->err_fd, fmt, ap);
+    va_end(ap);
+}
