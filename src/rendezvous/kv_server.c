@@ -71,6 +71,10 @@ struct hvd_kv_server {
     struct pollfd *sweep; /* timer thread only */
     size_t sweep_cap;
 
+    /* The launcher's watcher of PUTs (hvd__kv_server_watch); set before requests arrive. */
+    hvd_kv_server_watch_fn watch;
+    void *watch_arg;
+
     /* Refusal log rate limit (daemon thread only). */
     int64_t log_window_ms;
     unsigned log_count, log_suppressed;
@@ -329,6 +333,8 @@ static void release_all(hvd_kv_server_t *s) {
  * change satisfies; a reset (scope NULL) releases all of them to re-evaluate. */
 static void on_store_change(void *arg, const char *scope, const char *key, size_t count) {
     hvd_kv_server_t *s = arg;
+    if (scope && s->watch)
+        s->watch(s->watch_arg, scope, key);
     pthread_mutex_lock(&s->lock);
     if (!scope) {
         release_all(s);
@@ -884,6 +890,11 @@ err_free:
 
 int hvd__kv_server_port(const hvd_kv_server_t *server) {
     return server->port;
+}
+
+void hvd__kv_server_watch(hvd_kv_server_t *server, hvd_kv_server_watch_fn fn, void *arg) {
+    server->watch = fn;
+    server->watch_arg = arg;
 }
 
 hvd_kv_store_t *hvd__kv_server_store(hvd_kv_server_t *server) {

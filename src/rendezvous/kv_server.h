@@ -59,6 +59,13 @@ hvd_status_t hvd__kv_server_reset(hvd_kv_server_t *server, const char *const *sc
  * satisfies exactly as a PUT over HTTP would. */
 hvd_kv_store_t *hvd__kv_server_store(hvd_kv_server_t *server);
 
+/* Called after every PUT (over HTTP or directly to the store) with its scope and key, with the
+ * store's lock held: it must not call into the store or block (the elastic driver notes
+ * heartbeats and wakes its loop). Install it right after start, before workers are launched;
+ * NULL removes it. */
+typedef void (*hvd_kv_server_watch_fn)(void *arg, const char *scope, const char *key);
+void hvd__kv_server_watch(hvd_kv_server_t *server, hvd_kv_server_watch_fn fn, void *arg);
+
 /* Stop: no new connections are accepted, every held request is answered 503 (a client that
  * does not read its answer within about a second is dropped), the daemon and timer threads are
  * joined and everything is freed, the store included. NULL is a no-op. Call once, from a thread
