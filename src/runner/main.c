@@ -16,10 +16,13 @@
 #include "runner/workers.h"
 #include "runner/mpi_run.h"
 #include "runner/cache.h"
+#include "runner/elastic_driver.h"
+#include "runner/host_discovery.h"
 #include "runner/nic_discovery.h"
 #include "runner/task_service.h"
 #include "runner/remote_exec.h"
 #include "runner/ssh.h"
+#include "runner/store_scopes.h"
 #include "runner/settings.h"
 
 #include <signal.h>
@@ -51,16 +54,25 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) 
     return hvd__hosts_parse(local, hosts);
 }
 
+/* An elastic job's hosts at start: the discovery script's first answer, else -H/--hostfile. */
+static hvd_status_t initial_elastic_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) {
+    if (!s->discovery_script)
+        return load_hosts(s, hosts);
+    hvd_host_discovery_config_t dc = {.script = s->discovery_script,
+                                      .default_slots = s->slots_per_host};
+    return hvd__host_discovery_run(&dc, hosts);
+}
+
 /* Refuse what this build cannot do yet, with a message saying so, rather than half-doing it. */
 static hvd_status_t check_supported(const hvd_settings_t *s) {
     if (s->controller == HVD_CONTROLLER_JSRUN)
         return hvd__error_set(HVD_ERR_UNSUPPORTED,
                               "--jsrun: this build has no jsrun launch path; --mpi runs the job "
                               "with mpirun, the default (or --gloo) without MPI");
-    if (s->elastic)
+    if (s->elastic && s->controller == HVD_CONTROLLER_MPI)
         return hvd__error_set(HVD_ERR_UNSUPPORTED,
-                              "elastic mode (--min-np / --host-discovery-script) is not "
-                              "available in this build yet");
+                              "elastic mode (--min-np / --host-discovery-script) starts and "
+                              "replaces workers itself and cannot run under mpirun: drop --mpi");
     return HVD_OK;
 }
 
@@ -167,48 +179,6 @@ static hvd_status_t choose_network(const hvd_settings_t *s, const hvd_netif_t *i
         printf("Local interface found %s\n", iface);
     }
     return HVD_OK;
-}
-
-/* Predefined scopes of the store: global, local_<host>, cross_<local_rank>, sized from the
- * plan so that "finished" DELETEs can clear them (reference 4.2). */
-static hvd_status_t declare_scopes(hvd_kv_server_t *server, const hvd_slot_plan_t *plan,
-                                   const hvd_host_list_t *hosts) {
-    size_t max = 1 + hosts->count + plan->count;
-    char **names = calloc(max, sizeof *names);
-    int *sizes = calloc(max, sizeof *sizes);
-    size_t n = 0;
-    hvd_status_t st = HVD_OK;
-    if (!names || !sizes) {
-        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory declaring scopes");
-        goto out;
-    }
-    names[n] = strdup("global");
-    sizes[n++] = (int)plan->count;
-    for (size_t i = 0; i < plan->count; i++) {
-        const hvd_slot_t *sl = &plan->slots[i];
-        char name[300];
-        if (sl->local_rank == 0) {
-            snprintf(name, sizeof name, "local_%s", sl->host);
-            names[n] = strdup(name);
-            sizes[n++] = sl->local_size;
-        }
-        if (sl->cross_rank == 0) {
-            snprintf(name, sizeof name, "cross_%d", sl->local_rank);
-            names[n] = strdup(name);
-            sizes[n++] = sl->cross_size;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!names[i])
-            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory declaring scopes");
-    if (st == HVD_OK)
-        st = hvd__kv_server_reset(server, (const char *const *)names, sizes, n);
-out:
-    for (size_t i = 0; names && i < n; i++)
-        free(names[i]);
-    free(names);
-    free(sizes);
-    return st;
 }
 
 static void free_strings(char **v, size_t n) {
@@ -396,6 +366,54 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     return st;
 }
 
+/* Elastic mode (runner/elastic_driver.h): the driver starts and replaces workers. */
+static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_t *hosts,
+                                   const hvd_env_list_t *exports, const hvd_secret_t *secret,
+                                   hvd_kv_server_t *server, const hvd_ssh_opts_t *ssh,
+                                   const char *exe, const char *cwd, int *code_p) {
+    hvd_netif_t *ifs = NULL;
+    size_t nifs = 0;
+    hvd_status_t st = hvd__netif_list(&ifs, &nifs);
+    if (st != HVD_OK)
+        return st;
+    hvd_host_discovery_config_t dc = {.script = s->discovery_script,
+                                      .default_slots = s->slots_per_host};
+    hvd_workers_config_t wc = {.command = s->command,
+                               .exports = exports,
+                               .secret = secret,
+                               .output_dir = s->output_dir,
+                               .prefix_timestamp = s->prefix_timestamp,
+                               .verbose = s->verbose,
+                               .kill_grace_ms = KILL_GRACE_MS,
+                               .ssh = ssh,
+                               .remote_exe = exe,
+                               .cwd = cwd,
+                               .out_fd = STDOUT_FILENO,
+                               .err_fd = STDERR_FILENO};
+    const char *gloo_timeout = hvd__env_list_get(exports, "HOROVOD_GLOO_TIMEOUT_SECONDS");
+    hvd_elastic_config_t ec = {.script = s->discovery_script ? &dc : NULL,
+                               .fixed = hosts,
+                               .initial_np = s->num_proc,
+                               .min_np = s->min_np,
+                               .max_np = s->max_np,
+                               .reset_limit = s->reset_limit,
+                               .elastic_timeout_s = s->elastic_timeout,
+                               .cooldown_lower_s = s->cooldown_min,
+                               .cooldown_upper_s = s->cooldown_max,
+                               .start_timeout_s = s->start_timeout,
+                               .silence_timeout_s =
+                                   gloo_timeout ? atoi(gloo_timeout) : s->gloo_timeout,
+                               .server = server,
+                               .workers = &wc,
+                               .ifs = ifs,
+                               .nifs = nifs,
+                               .verbose = s->verbose};
+    fflush(stdout);
+    st = hvd__elastic_run(&ec, code_p);
+    free(ifs);
+    return st;
+}
+
 static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                    const hvd_slot_plan_t *plan) {
     hvd_netif_t *ifs = NULL;
@@ -436,16 +454,18 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                           .connect_timeout_s = s->start_timeout};
     hvd_secret_t secret;
     st = hvd__secret_generate(&secret);
-    if (st == HVD_OK && jh.nremote) {
-        /* remote hosts run this very program, found at the same path there */
+    if (st == HVD_OK && (jh.nremote || s->elastic)) {
+        /* remote hosts run this very program, found at the same path there (an elastic job
+         * may gain remote hosts later) */
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0)
             exe[len] = '\0';
         if (!getcwd(cwd, sizeof cwd))
             snprintf(cwd, sizeof cwd, ".");
         fflush(stdout);
-        st = remote_checks(s, &jh, &ssh, exe, &secret, iface, sizeof iface, nics, sizeof nics,
-                           driver_ip);
+        if (jh.nremote)
+            st = remote_checks(s, &jh, &ssh, exe, &secret, iface, sizeof iface, nics, sizeof nics,
+                               driver_ip);
     }
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
@@ -455,13 +475,14 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     }
     /* All ranks on this host: the store listens on loopback only; else on every interface
      * (every request is authenticated with the job secret). */
-    hvd_kv_server_config_t kc = {.bind_addr = jh.nremote ? "" : "127.0.0.1", .secret = &secret};
+    int any_interface = jh.nremote || s->discovery_script; /* a script may add remote hosts */
+    hvd_kv_server_config_t kc = {.bind_addr = any_interface ? "" : "127.0.0.1", .secret = &secret};
     hvd_kv_server_t *server = NULL;
     hvd_env_list_t exports;
     hvd__env_list_init(&exports);
     st = hvd__kv_server_start(&kc, &server);
-    if (st == HVD_OK)
-        st = declare_scopes(server, plan, hosts);
+    if (st == HVD_OK && !s->elastic) /* the elastic driver declares them per round */
+        st = hvd__store_scopes_declare(server, plan);
     if (st == HVD_OK && s->verbose)
         printf("Launched horovod server.\n");
     if (st == HVD_OK)
@@ -483,6 +504,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         st = hvd__env_list_set(&exports, "NCCL_SOCKET_IFNAME", nics);
     if (st == HVD_OK && mpi) {
         st = launch_mpi(s, hosts, impl, &exports, &secret, nics, &code);
+    } else if (st == HVD_OK && s->elastic) {
+        st = launch_elastic(s, hosts, &exports, &secret, server, &ssh, exe, cwd, &code);
     } else if (st == HVD_OK) {
         hvd_launch_config_t lc = {.plan = plan,
                                   .command = s->command,
@@ -552,8 +575,24 @@ int main(int argc, char **argv) {
     } else {
         hvd_host_list_t hosts = {0};
         hvd_slot_plan_t plan = {0};
-        if (load_hosts(&s, &hosts) != HVD_OK ||
-            hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {
+        if (s.elastic) {
+            /* the hosts known now choose the network; the driver follows them afterwards */
+            if (initial_elastic_hosts(&s, &hosts) != HVD_OK) {
+                fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+                code = EXIT_LAUNCH;
+            } else {
+                long long total = 0;
+                for (size_t i = 0; i < hosts.count; i++)
+                    total += hosts.hosts[i].slots;
+                if (total > 0 &&
+                    hvd__slot_plan_create(&hosts, (int)(total > 1 << 20 ? 1 << 20 : total),
+                                          &plan) != HVD_OK)
+                    code = usage_error();
+                else
+                    code = run_job(&s, &hosts, &plan);
+            }
+        } else if (load_hosts(&s, &hosts) != HVD_OK ||
+                   hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {
             code = usage_error();
         } else if (s.dry_run) {
             for (size_t i = 0; i < plan.count; i++) {

@@ -856,6 +856,8 @@ static void fill_settings(const state_t *s, const hvd_params_t *env, hvd_setting
     r->slots_per_host = s->set[D_SLOTS] ? (int)s->ival[D_SLOTS] : 0;
     r->elastic_timeout =
         s->set[D_ELASTIC_TIMEOUT] ? (int)s->ival[D_ELASTIC_TIMEOUT] : env->elastic_timeout;
+    r->gloo_timeout =
+        s->set[D_GLOO_TIMEOUT] ? (int)s->ival[D_GLOO_TIMEOUT] : env->gloo_timeout_seconds;
     r->reset_limit = s->set[D_RESET_LIMIT] ? (int)s->ival[D_RESET_LIMIT] : -1;
     r->cooldown_min = s->set[D_COOLDOWN] ? (int)s->ival[D_COOLDOWN] : 0;
     r->cooldown_max = s->set[D_COOLDOWN] ? (int)s->ival2[D_COOLDOWN] : 0;

@@ -71,6 +71,7 @@ typedef struct {
     int max_np;          /* --max-np/--max-num-proc; -1: no cap */
     int slots_per_host;  /* --slots-per-host, >= 1; 0 when not given */
     int elastic_timeout; /* --elastic-timeout, else HOROVOD_ELASTIC_TIMEOUT (600); seconds */
+    int gloo_timeout;    /* --gloo-timeout-seconds, else HOROVOD_GLOO_TIMEOUT_SECONDS (30) */
     int reset_limit;     /* --reset-limit, >= 0; -1: unlimited */
     int cooldown_min, cooldown_max; /* --blacklist-cooldown-range, 1 <= MIN <= MAX <= 3600;
                                        both 0 when not given (blacklisted for good) */

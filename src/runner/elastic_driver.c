@@ -1,0 +1,827 @@
+/* The elastic driver; see elastic_driver.h and DESIGN.md for the protocol. */
+#include "runner/elastic_driver.h"
+
+#include <hvd/hvd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "os/spawn.h"
+#include "rendezvous/kv_store.h"
+#include "runner/host_manager.h"
+#include "runner/store_scopes.h"
+#include "runner/worker_registry.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The loop's longest sleep: deadlines (silence, slots) are checked at least this often. */
+#define TICK_MS 100
+
+typedef enum { PHASE_WAIT_SLOTS, PHASE_RUNNING, PHASE_ENDING } phase_t;
+
+/* A slot host:local_rank, known since a worker first ran on it; kept for the whole job. */
+typedef struct {
+    char *host;
+    int local_rank;
+    char key[300]; /* "host:local_rank", the protocol's name for it */
+    long worker;   /* the pool id of its live worker, -1 when none */
+    int remote;
+    int64_t started_ms;  /* its worker's start */
+    int64_t beat_ms;     /* its worker's last heartbeat, 0 before the first (beat_lock) */
+    int start_round;     /* round its worker was started for */
+    int rank;            /* rank in the current round, -1 when it has none */
+    int leaving_failure; /* its ready record said `failure` */
+} slot_t;
+
+typedef struct {
+    const hvd_elastic_config_t *cfg;
+    hvd_workers_config_t wcfg;
+    hvd_workers_t *workers;
+    hvd_kv_store_t *store;
+
+    /* Hosts: the discovery thread updates the manager under hm_lock and raises hosts_changed
+     * (with the flags of the change); the loop reads snapshots. */
+    pthread_mutex_t hm_lock;
+    pthread_cond_t hm_cond; /* stop_discovery, for the thread's sleep */
+    hvd_host_manager_t *hm;
+    hvd_host_discovery_t *script;
+    pthread_t discovery_thread;
+    int discovery_started;
+    bool stop_discovery;
+    bool discovered_once;
+    hvd_status_t discovery_status; /* the first run's failure: fatal */
+    char discovery_error[1024];
+    atomic_int hosts_changed; /* hvd_host_update_t flags since the loop last looked */
+
+    /* Slots, and their heartbeats (written by the store watcher under beat_lock). */
+    pthread_mutex_t beat_lock;
+    slot_t **slots;
+    size_t nslots, slots_cap;
+    atomic_int ready_dirty; /* a ready record arrived */
+
+    phase_t phase;
+    int round, resets;
+    hvd_worker_registry_t reg;
+    long *reg_slot;             /* registry index -> slots index */
+    hvd_host_list_t plan_hosts; /* the current round's hosts (the plan borrows names) */
+    hvd_slot_plan_t plan;
+    bool announced;     /* elastic_ev.r<round>/hosts was written */
+    bool aborted;       /* the abort keys of this round were written */
+    int64_t success_ms; /* first SUCCESS of the round, 0 if none */
+    int64_t wait_start_ms;
+    long first_failure; /* slots index of the job's first failure, -1 */
+    int first_failure_worker;
+    int failure_code; /* exit code of the job's first failure, 0 before */
+    int exit_code;
+    char stop_message[512];
+    int verbose;
+} driver_t;
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+#define SAY(d, ...) hvd__workers_say((d)->workers, __VA_ARGS__)
+
+static void describe_slot(const driver_t *d, const slot_t *s, char *out, size_t size) {
+    (void)d;
+    if (s->rank >= 0)
+        snprintf(out, size, "rank %d (host %s, local rank %d)", s->rank, s->host, s->local_rank);
+    else
+        snprintf(out, size, "the worker on host %s, local rank %d", s->host, s->local_rank);
+}
+
+/* ---- store --------------------------------------------------------------------------------- */
+
+static void put_text(driver_t *d, const char *scope, const char *key, const char *text) {
+    hvd_status_t st = hvd__kv_store_put(d->store, scope, key, text, strlen(text));
+    if (st != HVD_OK)
+        SAY(d, "horovodrun: elastic: cannot write %s/%s to the rendezvous store: %s\n", scope, key,
+            hvd_last_error());
+}
+
+/* Tell the round's workers that it failed: pending check-ins and collectives end now. */
+static void abort_round(driver_t *d, const char *why) {
+    if (d->aborted)
+        return;
+    d->aborted = true;
+    char scope[64];
+    snprintf(scope, sizeof scope, "init.r%d", d->round);
+    put_text(d, scope, "abort", why);
+    snprintf(scope, sizeof scope, "elastic_ev.r%d", d->round);
+    put_text(d, scope, "abort", why);
+}
+
+/* Called by the store after every PUT (store lock held: no store calls, no blocking). */
+static void on_store_put(void *arg, const char *scope, const char *key) {
+    driver_t *d = arg;
+    if (strcmp(scope, "elastic_alive") == 0) {
+        int64_t now = hvd__clock_now_ms();
+        pthread_mutex_lock(&d->beat_lock);
+        for (size_t i = 0; i < d->nslots; i++)
+            if (strcmp(d->slots[i]->key, key) == 0)
+                d->slots[i]->beat_ms = now;
+        pthread_mutex_unlock(&d->beat_lock);
+    } else if (strncmp(scope, "elastic_ready.r", 15) == 0) {
+        atomic_store(&d->ready_dirty, 1);
+        hvd__workers_wake(d->workers);
+    }
+}
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+static slot_t *find_slot(driver_t *d, const char *host, int local_rank) {
+    for (size_t i = 0; i < d->nslots; i++)
+        if (d->slots[i]->local_rank == local_rank && strcmp(d->slots[i]->host, host) == 0)
+            return d->slots[i];
+    return NULL;
+}
+
+static slot_t *slot_of_worker(driver_t *d, size_t id) {
+    for (size_t i = 0; i < d->nslots; i++)
+        if (d->slots[i]->worker == (long)id)
+            return d->slots[i];
+    return NULL;
+}
+
+static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot_t **s_p) {
+    slot_t *s = calloc(1, sizeof *s);
+    if (!s || !(s->host = strdup(host))) {
+        free(s);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a slot");
+    }
+    s->local_rank = local_rank;
+    s->worker = -1;
+    s->rank = -1;
+    snprintf(s->key, sizeof s->key, "%s:%d", host, local_rank);
+    s->remote = !hvd__netif_is_local_host(host, d->cfg->ifs, d->cfg->nifs);
+    pthread_mutex_lock(&d->beat_lock);
+    if (d->nslots == d->slots_cap) {
+        size_t cap = d->slots_cap ? 2 * d->slots_cap : 16;
+        slot_t **grown = realloc(d->slots, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&d->beat_lock);
+            free(s->host);
+            free(s);
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for slots");
+        }
+        d->slots = grown;
+        d->slots_cap = cap;
+    }
+    d->slots[d->nslots++] = s;
+    pthread_mutex_unlock(&d->beat_lock);
+    *s_p = s;
+    return HVD_OK;
+}
+
+static int64_t last_beat(driver_t *d, const slot_t *s) {
+    pthread_mutex_lock(&d->beat_lock);
+    int64_t b = s->beat_ms;
+    pthread_mutex_unlock(&d->beat_lock);
+    return b;
+}
+
+/* ---- discovery thread ---------------------------------------------------------------------- */
+
+static hvd_status_t discover(driver_t *d, hvd_host_list_t *list) {
+    if (d->script) {
+        int stale = 0;
+        return hvd__host_discovery_poll(d->script, list, &stale);
+    }
+    list->hosts = calloc(d->cfg->fixed->count ? d->cfg->fixed->count : 1, sizeof *list->hosts);
+    list->count = 0;
+    if (!list->hosts)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; i < d->cfg->fixed->count; i++) {
+        list->hosts[i].slots = d->cfg->fixed->hosts[i].slots;
+        if (!(list->hosts[i].name = strdup(d->cfg->fixed->hosts[i].name))) {
+            hvd__hosts_fini(list);
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        }
+        list->count = i + 1;
+    }
+    return HVD_OK;
+}
+
+static void *discovery_main(void *arg) {
+    driver_t *d = arg;
+    int interval = d->cfg->discovery_interval_ms > 0 ? d->cfg->discovery_interval_ms
+                                                     : HVD_ELASTIC_DISCOVERY_INTERVAL_MS;
+    pthread_mutex_lock(&d->hm_lock);
+    while (!d->stop_discovery) {
+        pthread_mutex_unlock(&d->hm_lock);
+        hvd_host_list_t list = {0};
+        hvd_status_t st = discover(d, &list);
+        char error[1024];
+        snprintf(error, sizeof error, "%s", st == HVD_OK ? "" : hvd_last_error());
+        pthread_mutex_lock(&d->hm_lock);
+        hvd_host_update_t res = HVD_HOST_UPDATE_NONE;
+        if (st == HVD_OK)
+            st = hvd__host_manager_update(d->hm, list.hosts, list.count, hvd__clock_now_ms(), &res);
+        if (st != HVD_OK && !d->discovered_once) {
+            /* the job cannot start without hosts (reference 7.2: the first failure is fatal) */
+            d->discovery_status = st;
+            snprintf(d->discovery_error, sizeof d->discovery_error, "%s",
+                     *error ? error : hvd_last_error());
+            d->stop_discovery = true;
+        } else if (st == HVD_OK) {
+            if (!d->discovered_once)
+                res = HVD_HOST_UPDATE_ADDED;
+            d->discovered_once = true;
+        }
+        hvd__hosts_fini(&list);
+        if (res != HVD_HOST_UPDATE_NONE)
+            atomic_fetch_or(&d->hosts_changed, (int)res);
+        if (res != HVD_HOST_UPDATE_NONE || d->discovery_status != HVD_OK)
+            hvd__workers_wake(d->workers);
+        if (d->stop_discovery)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += interval / 1000;
+        ts.tv_nsec += (long)(interval % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (!d->stop_discovery && pthread_cond_timedwait(&d->hm_cond, &d->hm_lock, &ts) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&d->hm_lock);
+    return NULL;
+}
+
+static bool is_blacklisted(void *arg, const char *host) {
+    driver_t *d = arg;
+    pthread_mutex_lock(&d->hm_lock);
+    bool b = hvd__host_manager_is_blacklisted(d->hm, host);
+    pthread_mutex_unlock(&d->hm_lock);
+    return b;
+}
+
+/* ---- plans --------------------------------------------------------------------------------- */
+
+/* The plan the current hosts give (reference get_host_assignments: every available slot up to
+ * max_np); HVD_ERR_NOT_FOUND while fewer than min_np slots are available. */
+static hvd_status_t plan_now(driver_t *d, int min_np, hvd_host_list_t *hosts,
+                             hvd_slot_plan_t *plan) {
+    pthread_mutex_lock(&d->hm_lock);
+    int64_t avail = hvd__host_manager_slot_count(d->hm);
+    hvd_status_t st =
+        avail >= min_np ? hvd__host_manager_snapshot(d->hm, hosts) : HVD_ERR_NOT_FOUND;
+    pthread_mutex_unlock(&d->hm_lock);
+    if (st != HVD_OK)
+        return st;
+    int np = avail > INT32_MAX ? INT32_MAX : (int)avail;
+    if (d->cfg->max_np > 0 && np > d->cfg->max_np)
+        np = d->cfg->max_np;
+    st = hvd__slot_plan_create(hosts, np, plan);
+    if (st != HVD_OK)
+        hvd__hosts_fini(hosts);
+    return st;
+}
+
+static bool same_plan(const hvd_slot_plan_t *a, const hvd_slot_plan_t *b) {
+    if (a->count != b->count)
+        return false;
+    for (size_t i = 0; i < a->count; i++)
+        if (a->slots[i].local_rank != b->slots[i].local_rank ||
+            strcmp(a->slots[i].host, b->slots[i].host) != 0)
+            return false;
+    return true;
+}
+
+/* ---- worker outcomes ----------------------------------------------------------------------- */
+
+static long reg_index(driver_t *d, const slot_t *s) {
+    return hvd__registry_find(&d->reg, s->host, s->local_rank);
+}
+
+static void kill_host(driver_t *d, const char *host, const slot_t *except);
+
+/* A worker of the current round failed (its process ended badly, or it went silent): record
+ * it, tell the round, blacklist its host and end the other workers there (reference 7.3: a
+ * host's failure ends every process on it). */
+static void fail_slot(driver_t *d, slot_t *s, const char *cause) {
+    long i = reg_index(d, s);
+    if (i < 0 || !hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE))
+        return;
+    char who[400];
+    describe_slot(d, s, who, sizeof who);
+    if (d->first_failure < 0) {
+        for (size_t k = 0; k < d->nslots; k++)
+            if (d->slots[k] == s)
+                d->first_failure = (long)k;
+    }
+    char why[600];
+    snprintf(why, sizeof why, "%s %s", who, cause);
+    SAY(d, "horovodrun: elastic: %s.\n", why);
+    abort_round(d, why);
+    bool newly = false;
+    pthread_mutex_lock(&d->hm_lock);
+    hvd_status_t st = hvd__host_manager_blacklist(d->hm, s->host, hvd__clock_now_ms(), &newly);
+    int64_t until = hvd__host_manager_cooldown_end_ms(d->hm, s->host);
+    pthread_mutex_unlock(&d->hm_lock);
+    if (st == HVD_OK && newly) {
+        if (until == INT64_MAX)
+            SAY(d, "horovodrun: elastic: blacklisting host %s for the rest of the job.\n", s->host);
+        else
+            SAY(d, "horovodrun: elastic: blacklisting host %s for %lld s.\n", s->host,
+                (long long)((until - hvd__clock_now_ms() + 999) / 1000));
+    }
+    kill_host(d, s->host, s);
+}
+
+/* End every worker on host but except: their host is blacklisted, so they cannot go on. */
+static void kill_host(driver_t *d, const char *host, const slot_t *except) {
+    for (size_t k = 0; k < d->nslots; k++) {
+        slot_t *o = d->slots[k];
+        if (o == except || strcmp(o->host, host) != 0)
+            continue;
+        long i = reg_index(d, o);
+        if (i >= 0)
+            hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE);
+        if (o->worker >= 0)
+            hvd__workers_stop(d->workers, (size_t)o->worker);
+    }
+}
+
+static void on_worker_exit(void *arg, size_t id, int status, int stopped) {
+    driver_t *d = arg;
+    slot_t *s = slot_of_worker(d, id);
+    if (!s)
+        return;
+    s->worker = -1;
+    int code = hvd__spawn_exit_code(status);
+    long i = reg_index(d, s);
+    if (i < 0 || stopped || d->phase == PHASE_ENDING) {
+        if (d->verbose)
+            SAY(d, "horovodrun: elastic: worker on %s exited with status %d (not in round %d).\n",
+                s->key, code, d->round);
+        return;
+    }
+    if (is_blacklisted(d, s->host))
+        return; /* its host already failed; this exit is a consequence */
+    if (code == 0) {
+        if (hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_SUCCESS) && !d->success_ms)
+            d->success_ms = hvd__clock_now_ms();
+        return;
+    }
+    d->first_failure_worker = (int)id;
+    char cause[160], what[96];
+    hvd__spawn_describe_status(status, what, sizeof what);
+    snprintf(cause, sizeof cause, "failed: %s", what);
+    if (!d->failure_code)
+        d->failure_code = code;
+    fail_slot(d, s, cause);
+}
+
+/* Ready records of the current round: workers leaving it to re-initialise. */
+static void read_ready(driver_t *d) {
+    if (!atomic_exchange(&d->ready_dirty, 0))
+        return;
+    char scope[64];
+    snprintf(scope, sizeof scope, "elastic_ready.r%d", d->round);
+    for (size_t k = 0; k < d->nslots; k++) {
+        slot_t *s = d->slots[k];
+        long i = reg_index(d, s);
+        if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
+            continue;
+        uint8_t *v = NULL;
+        size_t len = 0;
+        if (hvd__kv_store_get(d->store, scope, s->key, &v, &len) != HVD_OK)
+            continue;
+        s->leaving_failure = strcmp((const char *)v, "update") != 0;
+        free(v);
+        hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_READY);
+        if (d->verbose)
+            SAY(d, "horovodrun: elastic: %s left round %d (%s).\n", s->key, d->round,
+                s->leaving_failure ? "failure" : "host update");
+    }
+}
+
+/* Workers that stopped sending heartbeats (stopped, hung, or their host cut off). */
+static void check_silence(driver_t *d) {
+    int64_t now = hvd__clock_now_ms();
+    for (size_t k = 0; k < d->nslots; k++) {
+        slot_t *s = d->slots[k];
+        long i = reg_index(d, s);
+        if (s->worker < 0 || i < 0 || d->reg.slots[i].state == HVD_WORKER_SUCCESS ||
+            d->reg.slots[i].state == HVD_WORKER_FAILURE)
+            continue;
+        int64_t beat = last_beat(d, s);
+        int64_t limit_ms =
+            (int64_t)(beat ? d->cfg->silence_timeout_s : d->cfg->start_timeout_s) * 1000;
+        int64_t since = beat ? beat : s->started_ms;
+        if (now - since < limit_ms)
+            continue;
+        char cause[200];
+        if (beat)
+            snprintf(cause, sizeof cause,
+                     "sent no heartbeat for %d s (HOROVOD_GLOO_TIMEOUT_SECONDS): stopped, hung or "
+                     "cut off; killing it",
+                     d->cfg->silence_timeout_s);
+        else
+            snprintf(cause, sizeof cause,
+                     "did not call hvd_init within %d s of its start (--start-timeout); killing it",
+                     d->cfg->start_timeout_s);
+        hvd__workers_kill(d->workers, (size_t)s->worker);
+        if (d->reg.slots[i].state == HVD_WORKER_READY) {
+            /* a survivor waiting for the next round: it can no longer take part */
+            hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE);
+        }
+        if (!d->failure_code)
+            d->failure_code = 1;
+        fail_slot(d, s, cause);
+    }
+    /* Once one worker completed the job, the others should follow soon. */
+    if (d->success_ms && now - d->success_ms >= (int64_t)d->cfg->silence_timeout_s * 1000) {
+        for (size_t k = 0; k < d->nslots; k++) {
+            slot_t *s = d->slots[k];
+            long i = reg_index(d, s);
+            if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
+                continue;
+            char who[400];
+            describe_slot(d, s, who, sizeof who);
+            SAY(d,
+                "horovodrun: elastic: %s has not finished %d s after another worker completed "
+                "the job; stopping it.\n",
+                who, d->cfg->silence_timeout_s);
+            hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE);
+            if (s->worker >= 0)
+                hvd__workers_stop(d->workers, (size_t)s->worker);
+        }
+    }
+}
+
+/* Discovery changed the hosts during the round: tell its workers if the world would change. */
+static void check_hosts(driver_t *d) {
+    int flags = atomic_exchange(&d->hosts_changed, 0);
+    if (!flags || d->phase != PHASE_RUNNING || d->announced)
+        return;
+    hvd_host_list_t hosts = {0};
+    hvd_slot_plan_t plan = {0};
+    if (plan_now(d, d->cfg->min_np, &hosts, &plan) == HVD_OK) {
+        bool same = same_plan(&plan, &d->plan);
+        hvd__slot_plan_fini(&plan);
+        hvd__hosts_fini(&hosts);
+        if (same)
+            return;
+    }
+    int res = flags;
+    const char *what = res == HVD_HOST_UPDATE_MIXED     ? "mixed"
+                       : res == HVD_HOST_UPDATE_REMOVED ? "removed"
+                                                        : "added";
+    char scope[64];
+    snprintf(scope, sizeof scope, "elastic_ev.r%d", d->round);
+    put_text(d, scope, "hosts", what);
+    d->announced = true;
+    SAY(d, "horovodrun: elastic: hosts %s; the workers of round %d re-form at their next commit.\n",
+        what, d->round);
+}
+
+/* The exit code of a job stopped by failures: the first failure's. */
+static int failure_code(const driver_t *d) {
+    return d->failure_code ? d->failure_code : 1;
+}
+
+/* ---- rounds -------------------------------------------------------------------------------- */
+
+static void end_job(driver_t *d, const char *message, int code) {
+    d->phase = PHASE_ENDING;
+    d->exit_code = code;
+    if (message) {
+        snprintf(d->stop_message, sizeof d->stop_message, "%s", message);
+        SAY(d, "horovodrun: %s\n", message);
+    }
+    /* survivors waiting for their next place learn that there is none */
+    char scope[64], text[600];
+    snprintf(scope, sizeof scope, "elastic_assign.r%d", d->round + 1);
+    snprintf(text, sizeof text, "stop %s", message ? message : "the elastic job is complete");
+    for (size_t k = 0; k < d->nslots; k++)
+        if (d->slots[k]->worker >= 0)
+            put_text(d, scope, d->slots[k]->key, text);
+    hvd__workers_stop_all(d->workers);
+}
+
+static hvd_status_t extra_env(driver_t *d, int round, hvd_env_list_t *env) {
+    hvd__env_list_init(env);
+    hvd_status_t st = hvd__env_list_set(env, "HOROVOD_ELASTIC", "1");
+    if (st == HVD_OK)
+        st = hvd__env_list_setf(env, "HOROVOD_ELASTIC_ROUND", "%d", round);
+    if (st == HVD_OK)
+        st = hvd__env_list_setf(env, "HOROVOD_ELASTIC_TIMEOUT", "%d", d->cfg->elastic_timeout_s);
+    if (st != HVD_OK)
+        hvd__env_list_fini(env);
+    return st;
+}
+
+/* Start round d->round + 1 (or round 0) on plan (taken over, with hosts). */
+static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_plan_t *plan,
+                                bool first) {
+    int round = first ? 0 : d->round + 1;
+    /* Survivors: workers alive and READY in the round that ended. */
+    bool any_fresh = false, any_failure = !first && d->reg.count &&
+                                          hvd__registry_count(&d->reg, HVD_WORKER_FAILURE) > 0;
+    for (size_t k = 0; k < d->nslots; k++) {
+        slot_t *s = d->slots[k];
+        long i = reg_index(d, s);
+        if (i >= 0 && d->reg.slots[i].state == HVD_WORKER_READY && s->leaving_failure)
+            any_failure = true;
+    }
+    /* State is synced from rank 0: it must be a survivor (reference: "at least one previous
+     * host survives"). */
+    if (!first) {
+        slot_t *r0 = find_slot(d, plan->slots[0].host, plan->slots[0].local_rank);
+        long i = r0 ? reg_index(d, r0) : -1;
+        if (!r0 || r0->worker < 0 || i < 0 || d->reg.slots[i].state != HVD_WORKER_READY) {
+            hvd__slot_plan_fini(plan);
+            hvd__hosts_fini(hosts);
+            end_job(d, "No hosts from previous set remaining, unable to broadcast state.",
+                    failure_code(d));
+            return HVD_OK;
+        }
+    }
+    hvd_status_t st = hvd__store_scopes_declare(d->cfg->server, plan);
+    if (st != HVD_OK)
+        return st;
+    const char **names = calloc(plan->count, sizeof *names);
+    int *lrs = calloc(plan->count, sizeof *lrs);
+    if (!names || !lrs) {
+        free(names);
+        free(lrs);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for round %d", round);
+    }
+    for (size_t r = 0; r < plan->count; r++) {
+        names[r] = plan->slots[r].host;
+        lrs[r] = plan->slots[r].local_rank;
+    }
+    /* Which slots keep their worker, which get a new one; ranks of the new world. */
+    for (size_t k = 0; k < d->nslots; k++)
+        d->slots[k]->rank = -1;
+    for (size_t r = 0; r < plan->count && st == HVD_OK; r++) {
+        slot_t *s = find_slot(d, plan->slots[r].host, plan->slots[r].local_rank);
+        if (!s)
+            st = add_slot(d, plan->slots[r].host, plan->slots[r].local_rank, &s);
+        if (st != HVD_OK)
+            break;
+        s->rank = (int)r;
+        if (s->worker < 0)
+            any_fresh = true;
+    }
+    int sync = first || any_fresh || any_failure;
+    /* Survivors of the old round that have no place in the new one. */
+    char scope[64];
+    snprintf(scope, sizeof scope, "elastic_assign.r%d", round);
+    for (size_t k = 0; k < d->nslots && st == HVD_OK && !first; k++) {
+        slot_t *s = d->slots[k];
+        if (s->worker >= 0 && s->rank < 0) {
+            put_text(d, scope, s->key, "removed");
+            if (d->verbose)
+                SAY(d, "horovodrun: elastic: %s has no place in round %d.\n", s->key, round);
+        }
+    }
+    if (st == HVD_OK)
+        st = hvd__registry_reset(&d->reg, round, names, lrs, plan->count);
+    hvd__slot_plan_fini(&d->plan);
+    hvd__hosts_fini(&d->plan_hosts);
+    d->plan = *plan;
+    d->plan_hosts = *hosts;
+    memset(plan, 0, sizeof *plan);
+    memset(hosts, 0, sizeof *hosts);
+    d->round = round;
+    d->announced = d->aborted = false;
+    d->success_ms = 0;
+    d->phase = PHASE_RUNNING;
+    free(names);
+    free(lrs);
+    if (st != HVD_OK)
+        return st;
+    if (d->verbose || !first)
+        SAY(d, "horovodrun: elastic: round %d: %zu workers on %zu hosts%s.\n", round, d->plan.count,
+            d->plan_hosts.count,
+            first  ? ""
+            : sync ? ", state synced from rank 0"
+                   : "");
+    hvd_env_list_t env;
+    if ((st = extra_env(d, round, &env)) != HVD_OK)
+        return st;
+    for (size_t r = 0; r < d->plan.count && st == HVD_OK; r++) {
+        const hvd_slot_t *sl = &d->plan.slots[r];
+        slot_t *s = find_slot(d, sl->host, sl->local_rank);
+        if (s->worker >= 0) {
+            char text[256];
+            snprintf(text, sizeof text,
+                     "rank=%d size=%d local_rank=%d local_size=%d cross_rank=%d cross_size=%d "
+                     "sync=%d",
+                     sl->rank, sl->size, sl->local_rank, sl->local_size, sl->cross_rank,
+                     sl->cross_size, sync);
+            put_text(d, scope, s->key, text);
+            continue;
+        }
+        size_t id;
+        st = hvd__workers_start(d->workers, sl, s->remote, &env, &id);
+        if (st != HVD_OK)
+            break;
+        s->worker = (long)id;
+        s->started_ms = hvd__clock_now_ms();
+        s->start_round = round;
+        s->leaving_failure = 0;
+        pthread_mutex_lock(&d->beat_lock);
+        s->beat_ms = 0;
+        pthread_mutex_unlock(&d->beat_lock);
+    }
+    hvd__env_list_fini(&env);
+    return st;
+}
+
+/* Every worker of the round has an outcome: decide (reference 7.5). */
+static hvd_status_t end_round(driver_t *d) {
+    hvd_round_outcome_t o = hvd__registry_outcome(&d->reg, is_blacklisted, d);
+    switch (o) {
+    case HVD_ROUND_STOP_SUCCESS:
+        if (d->verbose)
+            SAY(d, "horovodrun: elastic: round %d completed the job.\n", d->round);
+        /* complete only if every worker of the last round got there */
+        end_job(d, NULL, hvd__registry_count(&d->reg, HVD_WORKER_SUCCESS) == d->reg.count ? 0 : 1);
+        return HVD_OK;
+    case HVD_ROUND_STOP_ALL_FAILED:
+        end_job(d, "elastic: every worker failed; stopping the job.", failure_code(d));
+        return HVD_OK;
+    case HVD_ROUND_STOP_BLACKLISTED:
+        end_job(d, "elastic: every host of the job is blacklisted; stopping the job.",
+                failure_code(d));
+        return HVD_OK;
+    case HVD_ROUND_RESUME:
+        if (d->cfg->reset_limit >= 0 && d->resets >= d->cfg->reset_limit) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "Horovod was shutdown because number of resets during elastic job exceeded "
+                     "limit: %d",
+                     d->cfg->reset_limit);
+            end_job(d, msg, failure_code(d));
+            return HVD_OK;
+        }
+        d->resets++;
+        d->phase = PHASE_WAIT_SLOTS;
+        d->wait_start_ms = hvd__clock_now_ms();
+        return HVD_OK;
+    }
+    return HVD_OK;
+}
+
+/* Waiting for min_np slots (before round 0 or between rounds). */
+static hvd_status_t try_start(driver_t *d, bool first) {
+    if (d->discovery_status != HVD_OK) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s", d->discovery_error);
+        end_job(d, msg, 1);
+        return HVD_OK;
+    }
+    hvd_host_list_t hosts = {0};
+    hvd_slot_plan_t plan = {0};
+    int need = first && d->cfg->initial_np > d->cfg->min_np ? d->cfg->initial_np : d->cfg->min_np;
+    hvd_status_t st = plan_now(d, need, &hosts, &plan);
+    if (st == HVD_OK)
+        return start_round(d, &hosts, &plan, first);
+    if (st != HVD_ERR_NOT_FOUND)
+        return st;
+    if (hvd__clock_now_ms() - d->wait_start_ms >= (int64_t)d->cfg->elastic_timeout_s * 1000) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "Timed out waiting for minimum number of slots to become available. Please "
+                 "check that you have enough resources to run at least %d Horovod processes "
+                 "(waited %d s, --elastic-timeout).",
+                 need, d->cfg->elastic_timeout_s);
+        end_job(d, msg, failure_code(d));
+    }
+    return HVD_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static hvd_status_t drive(driver_t *d) {
+    d->phase = PHASE_WAIT_SLOTS;
+    d->wait_start_ms = hvd__clock_now_ms();
+    bool first = true;
+    hvd_status_t st = HVD_OK;
+    while (st == HVD_OK && d->phase != PHASE_ENDING) {
+        if (hvd__workers_interrupted(d->workers)) {
+            end_job(d, NULL, 128 + hvd__workers_interrupted(d->workers));
+            break;
+        }
+        if (d->phase == PHASE_WAIT_SLOTS) {
+            int flags = atomic_exchange(&d->hosts_changed, 0);
+            (void)flags;
+            st = try_start(d, first);
+            if (d->phase == PHASE_RUNNING)
+                first = false;
+            else
+                check_silence(d);
+        } else {
+            read_ready(d);
+            check_silence(d);
+            check_hosts(d);
+            if (hvd__registry_complete(&d->reg))
+                st = end_round(d);
+        }
+        if (st == HVD_OK && d->phase != PHASE_ENDING)
+            hvd__workers_step(d->workers, TICK_MS);
+    }
+    return st;
+}
+
+static void report(driver_t *d) {
+    if (d->first_failure < 0 || d->first_failure_worker < 0 || d->exit_code == 0 ||
+        hvd__workers_interrupted(d->workers))
+        return;
+    char who[400];
+    describe_slot(d, d->slots[d->first_failure], who, sizeof who);
+    hvd__workers_report(d->workers, (size_t)d->first_failure_worker, who);
+}
+
+hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p) {
+    driver_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the elastic driver");
+    d->cfg = cfg;
+    d->store = hvd__kv_server_store(cfg->server);
+    d->first_failure = -1;
+    d->first_failure_worker = -1;
+    d->verbose = cfg->verbose;
+    d->wcfg = *cfg->workers;
+    d->wcfg.on_exit = on_worker_exit;
+    d->wcfg.arg = d;
+    d->wcfg.max_workers = HVD_ELASTIC_MAX_WORKERS;
+    d->wcfg.output_np = cfg->max_np > 0 ? cfg->max_np : 1000;
+    hvd__registry_init(&d->reg);
+    pthread_mutex_init(&d->beat_lock, NULL);
+    pthread_mutex_init(&d->hm_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->hm_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    hvd_host_manager_config_t hc = {.cooldown_lower_s = cfg->cooldown_lower_s,
+                                    .cooldown_upper_s = cfg->cooldown_upper_s};
+    hvd_status_t st = hvd__host_manager_create(&hc, &d->hm);
+    if (st == HVD_OK && cfg->script)
+        st = hvd__host_discovery_create(cfg->script, &d->script);
+    if (st == HVD_OK)
+        st = hvd__workers_create(&d->wcfg, &d->workers);
+    if (st == HVD_OK) {
+        hvd__kv_server_watch(cfg->server, on_store_put, d);
+        if (pthread_create(&d->discovery_thread, NULL, discovery_main, d) != 0)
+            st = hvd__error_set(HVD_ERR_IO, "cannot start the host discovery thread");
+        else
+            d->discovery_started = 1;
+    }
+    if (st == HVD_OK)
+        st = drive(d);
+    if (st != HVD_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hvd_last_error());
+        if (d->workers)
+            hvd__workers_stop_all(d->workers);
+        hvd__error_set(st, "%s", msg);
+    }
+    /* Let every worker end and its output drain (bounded by the pool's deadlines). */
+    while (d->workers && hvd__workers_busy(d->workers))
+        hvd__workers_step(d->workers, TICK_MS);
+    if (st == HVD_OK) {
+        report(d);
+        *exit_code_p = d->exit_code;
+    }
+    if (d->discovery_started) {
+        pthread_mutex_lock(&d->hm_lock);
+        d->stop_discovery = true;
+        pthread_cond_broadcast(&d->hm_cond);
+        pthread_mutex_unlock(&d->hm_lock);
+        pthread_join(d->discovery_thread, NULL);
+    }
+    hvd__kv_server_watch(cfg->server, NULL, NULL);
+    {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", hvd_last_error());
+        hvd__workers_destroy(d->workers);
+        if (st != HVD_OK)
+            hvd__error_set(st, "%s", keep);
+    }
+    hvd__host_discovery_destroy(d->script);
+    hvd__host_manager_destroy(d->hm);
+    hvd__registry_fini(&d->reg);
+    hvd__slot_plan_fini(&d->plan);
+    hvd__hosts_fini(&d->plan_hosts);
+    for (size_t k = 0; k < d->nslots; k++) {
+        free(d->slots[k]->host);
+        free(d->slots[k]);
+    }
+    free(d->slots);
+    pthread_cond_destroy(&d->hm_cond);
+    pthread_mutex_destroy(&d->hm_lock);
+    pthread_mutex_destroy(&d->beat_lock);
+    free(d);
+    return st;
+}
