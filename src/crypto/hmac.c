@@ -42,3 +42,13 @@ int hvd__sha256(const void *data, size_t len, uint8_t *digest_p) {
 int hvd__crypto_equal(const void *a, const void *b, size_t len) {
     return CRYPTO_memcmp(a, b, len) == 0;
 }
+
+int hvd__crypto_init(void) {
+    /* Options that are not done yet: OPENSSL_init_crypto(0) returns at once without
+     * registering anything. Then one digest, so that the first use of SHA-256 (which fetches
+     * the algorithm, once) is over too. */
+    uint8_t d[32];
+    if (OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL) != 1)
+        return -1;
+    return hvd__sha256("", 0, d);
+}

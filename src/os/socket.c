@@ -15,16 +15,47 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Wait for events on fd until deadline. Returns 1 ready, 0 timed out, -1 error (errno). */
+/* hvd__socket_set_cancel_fd: per thread, so that only the thread that asked is stopped. */
+static __thread int cancel_fd = -1;
+
+void hvd__socket_set_cancel_fd(int fd) {
+    cancel_fd = fd;
+}
+
+#define CANCELLED (-2)
+
+/* Wait for events on fd until deadline. Returns 1 ready, 0 timed out, -1 error (errno), or
+ * CANCELLED when this thread's cancel descriptor turned readable. */
 static int wait_fd(int fd, short events, int64_t deadline_ms) {
     for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
-        int r = poll(&p, 1, hvd__clock_remaining_ms(deadline_ms));
+        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = cancel_fd, .events = POLLIN}};
+        int r = poll(p, 2, hvd__clock_remaining_ms(deadline_ms));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return r;
+        if (p[1].revents & POLLIN)
+            return CANCELLED;
         return 1;
+    }
+}
+
+static hvd_status_t cancelled(const char *peer) {
+    return hvd__error_set(HVD_ERR_SHUT_DOWN, "request to %s cancelled: this thread is stopping",
+                          peer);
+}
+
+hvd_status_t hvd__socket_pause(int64_t ms) {
+    int64_t deadline = hvd__clock_deadline_ms(ms);
+    for (;;) {
+        struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+        int r = poll(&p, 1, hvd__clock_remaining_ms(deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r > 0 && (p.revents & POLLIN))
+            return hvd__error_set(HVD_ERR_SHUT_DOWN, "pause cancelled: this thread is stopping");
+        if (r == 0 || hvd__clock_remaining_ms(deadline) == 0)
+            return HVD_OK;
     }
 }
 
@@ -42,6 +73,10 @@ static hvd_status_t connect_one(const struct addrinfo *ai, const char *peer, int
                               "cannot connect to %s: %s", peer, strerror(e));
     }
     int r = wait_fd(fd, POLLOUT, deadline_ms);
+    if (r == CANCELLED) {
+        close(fd);
+        return cancelled(peer);
+    }
     if (r <= 0) {
         int e = errno;
         close(fd);
@@ -94,6 +129,8 @@ hvd_status_t hvd__socket_send_all(int fd, const void *buf, size_t len, int64_t d
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int r = wait_fd(fd, POLLOUT, deadline_ms);
+            if (r == CANCELLED)
+                return cancelled(peer);
             if (r == 0)
                 return hvd__error_set(HVD_ERR_TIMEOUT, "timed out sending to %s", peer);
             if (r < 0)
@@ -120,6 +157,8 @@ hvd_status_t hvd__socket_recv_some(int fd, void *buf, size_t len, int64_t deadli
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             int r = wait_fd(fd, POLLIN, deadline_ms);
+            if (r == CANCELLED)
+                return cancelled(peer);
             if (r == 0)
                 return hvd__error_set(HVD_ERR_TIMEOUT, "timed out waiting for data from %s", peer);
             if (r < 0)

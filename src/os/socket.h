@@ -22,6 +22,15 @@ hvd_status_t hvd__socket_send_all(int fd, const void *buf, size_t len, int64_t d
 hvd_status_t hvd__socket_recv_some(int fd, void *buf, size_t len, int64_t deadline_ms,
                                    const char *peer, size_t *got_p);
 
+/* Make this thread's socket waits (connect, send, receive, hvd__socket_pause) also end, with
+ * HVD_ERR_SHUT_DOWN, as soon as fd polls readable: how a helper thread blocked in a request
+ * is stopped at once (the elastic agent at process exit). -1 (the default) removes it. */
+void hvd__socket_set_cancel_fd(int fd);
+
+/* Sleep ms milliseconds, or less when this thread's cancel descriptor turns readable: then
+ * HVD_ERR_SHUT_DOWN, else HVD_OK. */
+hvd_status_t hvd__socket_pause(int64_t ms);
+
 /* Listen on addr (dotted IPv4; "" or NULL: every address) on an ephemeral port: a
  * non-blocking, close-on-exec socket. *port_p is the port the kernel chose. */
 hvd_status_t hvd__socket_listen(const char *addr, int backlog, int *fd_p, int *port_p);

@@ -19,11 +19,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -93,6 +95,15 @@ typedef struct {
     /* first cause once poisoned */
     hvd_status_t poison;
     char poison_msg[1024];
+    /* tcp_interrupt, from another thread: int_fd (an eventfd in both epoll sets, never
+     * read) turns readable so that a sleeping exchange or engine wakes; interrupted (atomic)
+     * is checked on every turn of the exchange loop; the cause is written once under
+     * int_lock before the flag is set. */
+    int int_fd;
+    int interrupted;
+    pthread_mutex_t int_lock;
+    hvd_status_t int_status;
+    char int_msg[1024];
     /* per-exchange scratch: next transfer in the same queue, and the peers involved */
     size_t *next;
     size_t next_cap;
@@ -673,6 +684,29 @@ static void describe_waits(tcp_t *t, hvd_xfer_t *xfers, char *out, size_t out_si
     }
 }
 
+static int is_interrupted(tcp_t *t) {
+    return __atomic_load_n(&t->interrupted, __ATOMIC_ACQUIRE);
+}
+
+/* The interrupt's cause as this thread's error (set once before the flag, never changed). */
+static hvd_status_t interrupt_error(tcp_t *t) {
+    return hvd__error_set(t->int_status, "%s", t->int_msg);
+}
+
+static void tcp_interrupt(hvd_transport_t *base, hvd_status_t status, const char *message) {
+    tcp_t *t = (tcp_t *)base;
+    pthread_mutex_lock(&t->int_lock);
+    if (!t->interrupted) {
+        t->int_status = status < 0 ? status : HVD_ERR_PEER_LOST;
+        snprintf(t->int_msg, sizeof t->int_msg, "%s", message ? message : "interrupted");
+        __atomic_store_n(&t->interrupted, 1, __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        if (write(t->int_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+            HVD_LOG_D("rank %d: cannot wake the transport: %s", base->rank, strerror(errno));
+    }
+    pthread_mutex_unlock(&t->int_lock);
+}
+
 static int ensure_scratch(tcp_t *t, size_t n) {
     if (n <= t->next_cap)
         return 0;
@@ -719,11 +753,15 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     tcp_t *t = (tcp_t *)base;
     if (t->poison != HVD_OK)
         return tcp_health(base);
+    int nactive = 0;
+    hvd_status_t st = HVD_OK;
+    if (is_interrupted(t)) {
+        st = interrupt_error(t);
+        goto fail;
+    }
     if (ensure_scratch(t, n) != 0)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
     /* Build the per-peer queues (array order) and start missing connections. */
-    int nactive = 0;
-    hvd_status_t st = HVD_OK;
     for (size_t i = n; i-- > 0;) {
         hvd_xfer_t *x = &xfers[i];
         if (x->peer < 0 || x->peer >= base->size || x->peer == base->rank) {
@@ -753,6 +791,10 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     int64_t idle_limit_us = (int64_t)t->timeout_ms * 1000;
     while (remaining > 0) {
         int progressed = 0;
+        if (is_interrupted(t)) {
+            st = interrupt_error(t);
+            goto fail;
+        }
         if (t->npending > 0)
             progressed |= step_pending(t);
         for (int k = 0; k < nactive; k++) {
@@ -847,6 +889,9 @@ static void tcp_destroy(hvd_transport_t *base) {
         close(t->epfd);
     if (t->rdfd >= 0)
         close(t->rdfd);
+    if (t->int_fd >= 0)
+        close(t->int_fd);
+    pthread_mutex_destroy(&t->int_lock);
     hvd__secret_wipe(&t->secret);
     free(t->peers);
     free(t->addrs);
@@ -875,6 +920,7 @@ static const hvd_transport_ops_t TCP_OPS = {
     .wait_fd = tcp_wait_fd,
     .buffered = tcp_buffered,
     .abort = tcp_abort,
+    .interrupt = tcp_interrupt,
     .health = tcp_health,
     .destroy = tcp_destroy,
 };
@@ -891,6 +937,8 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->listen_fd = cfg->listen_fd;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->rdfd = epoll_create1(EPOLL_CLOEXEC);
+    t->int_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&t->int_lock, NULL);
     t->secret = *cfg->secret;
     t->generation = cfg->generation;
     t->timeout_ms = cfg->timeout_ms;
@@ -900,7 +948,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->addrs = calloc((size_t)cfg->size, sizeof *t->addrs);
     t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
     t->active = calloc((size_t)cfg->size, sizeof *t->active);
-    if (t->epfd < 0 || t->rdfd < 0 || !t->addrs || !t->peers || !t->active) {
+    if (t->epfd < 0 || t->rdfd < 0 || t->int_fd < 0 || !t->addrs || !t->peers || !t->active) {
         tcp_destroy(&t->base);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
@@ -912,6 +960,10 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = t->listen_fd};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->listen_fd, &ev);
     rd_add(t, t->listen_fd);
+    /* Level-triggered in both sets: once interrupted, every later wait returns at once. */
+    struct epoll_event iev = {.events = EPOLLIN, .data.fd = t->int_fd};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->int_fd, &iev);
+    epoll_ctl(t->rdfd, EPOLL_CTL_ADD, t->int_fd, &iev);
     *t_p = &t->base;
     return HVD_OK;
 }

@@ -69,6 +69,13 @@ typedef struct {
     /* Poison the transport with status and message (the first cause wins) and tell the
      * connected peers. Idempotent. */
     void (*abort)(hvd_transport_t *t, hvd_status_t status, const char *message);
+    /* Interrupt the transport from any thread, also while another thread is inside
+     * exchange (the only op that is thread safe): record status and message (the first
+     * cause wins) and wake the exchange, which then fails with them on its own thread and
+     * poisons the transport as any failure does (abort, telling the peers). An exchange
+     * that starts later fails at once; wait_fd polls readable from now on. Never blocks.
+     * NULL when the transport cannot be interrupted. */
+    void (*interrupt)(hvd_transport_t *t, hvd_status_t status, const char *message);
     /* For a thread that waits between exchanges for a peer to start one (the core's
      * background thread joins the cycles other ranks start): a descriptor that polls
      * readable while a peer has sent something or is connecting, and whether bytes already
