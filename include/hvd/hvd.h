@@ -208,6 +208,93 @@ HVD_API hvd_status_t hvd_join(int *last_joined_rank_p);
 HVD_API hvd_status_t hvd_start_timeline(const char *path, int mark_cycles);
 HVD_API hvd_status_t hvd_stop_timeline(void);
 
+/* ---- Elastic training (horovodrun --elastic / --host-discovery-script) -------------------
+ *
+ * A job whose workers may die, or whose hosts may come and go, keeps training: the elastic
+ * driver in horovodrun forms a new world (a round) from the workers that are left and any new
+ * ones, and every worker of it re-initialises and carries on from the last commit.
+ *
+ * The training state lives in an hvd_elastic_state_t: buffers registered with
+ * hvd_elastic_state_add (saved, restored and broadcast by the library itself) and/or the
+ * program's own callbacks. hvd_elastic_run calls the training function and, when it fails
+ * because a peer was lost (HVD_ERR_PEER_LOST, HVD_ERR_TIMEOUT) or the host set changed
+ * (HVD_ERR_HOSTS_UPDATED, raised by a commit), shuts hvd down, initialises it again in the
+ * driver's next round (a new rank and size), and calls the function again:
+ *
+ *   loop: if a sync is due: broadcast the state from rank 0 (then save it);
+ *         st = fn(state, arg)
+ *         HVD_OK: return HVD_OK
+ *         HVD_ERR_PEER_LOST, HVD_ERR_TIMEOUT: restore the last commit; re-initialise
+ *         HVD_ERR_HOSTS_UPDATED: keep the state (just committed); re-initialise
+ *         anything else: return it
+ *         re-initialise: hvd_shutdown, hvd_init (the new round), callbacks.reset
+ *
+ * The first call of run with a state always syncs; after a re-initialisation the driver
+ * decides, for every worker of the round alike (so no two ranks can disagree on which
+ * collectives follow). A failure while re-initialising or syncing starts the recovery again.
+ * A worker the driver removes gets HVD_ERR_SHUT_DOWN ("... was removed from the elastic job")
+ * and should exit with status 0; a job the driver stops gets HVD_ERR_SHUT_DOWN with the
+ * driver's reason. Without HOROVOD_ELASTIC (a plain job, or a process alone) everything works
+ * the same and simply never re-initialises: commit saves and there are no host updates.
+ *
+ * The functions below block (the collective ones until every rank calls them) and must be
+ * called by one thread at a time, the one that trains. */
+typedef struct hvd_elastic_state hvd_elastic_state_t;
+
+/* The program's part of the state. Any callback may be NULL; a non-OK status from one is
+ * returned by the call that made it (from hvd_elastic_run: a failing sync or reset callback
+ * with HVD_ERR_PEER_LOST / HVD_ERR_TIMEOUT starts the recovery again, other statuses end the
+ * run). */
+typedef struct {
+    /* copy live training state to the committed copy */
+    hvd_status_t (*save)(void *user);
+    /* copy the committed copy back */
+    hvd_status_t (*restore)(void *user);
+    /* make every rank's live state root's (broadcasts) */
+    hvd_status_t (*sync)(void *user, int root);
+    /* after re-init in a new world, before sync (e.g. rescale lr) */
+    hvd_status_t (*reset)(void *user);
+    void *user;            /* passed to every callback */
+} hvd_elastic_callbacks_t; /* any may be NULL */
+
+/* Create a state with the given callbacks (copied; NULL: none) into *state_p. Needs no
+ * hvd_init. HVD_ERR_INVALID_ARG, HVD_ERR_NO_MEMORY. */
+HVD_API hvd_status_t hvd_elastic_state_create(const hvd_elastic_callbacks_t *callbacks,
+                                              hvd_elastic_state_t **state_p);
+/* Free the state and its committed copies (never the registered buffers). NULL: no-op. */
+HVD_API void hvd_elastic_state_destroy(hvd_elastic_state_t *state);
+/* Register a buffer the state saves, restores and broadcasts itself (count elements of dtype;
+ * name, 1..255 bytes, unique in the state, is copied; the buffer stays the caller's and must
+ * outlive the state). Its current contents become its committed copy. HVD_ERR_INVALID_ARG
+ * (NULL or empty name, a name registered already, unknown dtype, NULL buf with count > 0),
+ * HVD_ERR_NO_MEMORY. */
+HVD_API hvd_status_t hvd_elastic_state_add(hvd_elastic_state_t *state, const char *name, void *buf,
+                                           size_t count, hvd_dtype_t dtype);
+/* Commit locally: copy every buffer to its committed copy, then callbacks.save. */
+HVD_API hvd_status_t hvd_elastic_state_save(hvd_elastic_state_t *state);
+/* Roll back: copy every committed copy back into its buffer, then callbacks.restore. */
+HVD_API hvd_status_t hvd_elastic_state_restore(hvd_elastic_state_t *state);
+/* Collective: broadcast every buffer from rank 0, callbacks.sync(user, 0), then save. */
+HVD_API hvd_status_t hvd_elastic_state_sync(hvd_elastic_state_t *state);
+/* Collective: save, then the host-update check below. HVD_OK, HVD_ERR_HOSTS_UPDATED (on
+ * every rank alike, at the same commit), or a collective's error. */
+HVD_API hvd_status_t hvd_elastic_commit(hvd_elastic_state_t *state);
+/* Collective: HVD_ERR_HOSTS_UPDATED on every rank when the driver announced a host change
+ * in this round (rank 0's view, broadcast in one 8-byte collective), else HVD_OK. Without
+ * HOROVOD_ELASTIC: HVD_OK, no collective. */
+HVD_API hvd_status_t hvd_elastic_check_host_updates(hvd_elastic_state_t *state);
+
+/* The training function: returns HVD_OK when training is complete, or the status of the call
+ * that failed. */
+typedef hvd_status_t (*hvd_elastic_fn)(hvd_elastic_state_t *state, void *arg);
+/* Run fn with the semantics above (reference 7.7). Needs hvd_init done; returns with hvd
+ * initialised on HVD_OK (in the latest round) and on errors from fn. HVD_ERR_SHUT_DOWN when
+ * hvd is not initialised, or the worker was removed or the job stopped (the message says
+ * which); HVD_ERR_TIMEOUT when the driver gave no new place in time; fn's other errors. */
+HVD_API hvd_status_t hvd_elastic_run(hvd_elastic_state_t *state, hvd_elastic_fn fn, void *arg);
+/* Re-initialisations hvd_elastic_run made with this state so far. */
+HVD_API int hvd_elastic_resets(const hvd_elastic_state_t *state);
+
 #ifdef __cplusplus
 }
 #endif

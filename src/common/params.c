@@ -32,6 +32,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_CONTROLLER", HVD_PARAM_STR, "gloo", 0, 0, W, OFF(controller), "Controller: gloo (built in) or mpi."},
     {"HOROVOD_CPU_OPERATIONS", HVD_PARAM_STR, "gloo", 0, 0, W, OFF(cpu_operations), "CPU collective implementation: gloo (built in) or mpi."},
     {"HOROVOD_ELASTIC", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(elastic), "Set by horovodrun in elastic mode."},
+    {"HOROVOD_ELASTIC_ROUND", HVD_PARAM_INT, "0", 0, IMAX, W, OFF(elastic_round), "Elastic mode: the round (world) a worker was started for; set by horovodrun."},
     {"HOROVOD_FUSION_THRESHOLD", HVD_PARAM_INT, "134217728", 0, 9.2e18, W, OFF(fusion_threshold), "Fusion buffer size in bytes; 0 disables fusion."},
     {"HOROVOD_CYCLE_TIME", HVD_PARAM_FLOAT, "1", 0, 1e9, W, OFF(cycle_time_ms), "Background cycle time in milliseconds."},
     {"HOROVOD_CACHE_CAPACITY", HVD_PARAM_INT, "1024", 0, IMAX, W, OFF(cache_capacity), "Response cache entries; 0 disables the cache."},
@@ -55,7 +56,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_NUM_NCCL_STREAMS", HVD_PARAM_INT, "1", 0, IMAX, W, OFF(num_nccl_streams), "NCCL streams (GPU builds only)."},
     {"HOROVOD_MPI_THREADS_DISABLE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(mpi_threads_disable), "Do not request MPI_THREAD_MULTIPLE."},
     {"HOROVOD_START_TIMEOUT", HVD_PARAM_INT, "30", 1, IMAX, L, OFF(start_timeout), "Launcher: deadline in seconds for start-up checks (default of --start-timeout)."},
-    {"HOROVOD_ELASTIC_TIMEOUT", HVD_PARAM_INT, "600", 1, IMAX, L, OFF(elastic_timeout), "Launcher: elastic wait for enough slots (default of --elastic-timeout)."},
+    {"HOROVOD_ELASTIC_TIMEOUT", HVD_PARAM_INT, "600", 1, IMAX, W | L, OFF(elastic_timeout), "Elastic wait in seconds for enough slots (default of --elastic-timeout); a re-initialising worker waits this long plus HOROVOD_GLOO_TIMEOUT_SECONDS for its new place."},
     {HVD_SECRET_ENV, HVD_PARAM_STR, NULL, 0, 0, W, OFF(secret_key), "Job secret (hex) handed to workers by horovodrun; never printed."},
 };
 /* clang-format on */

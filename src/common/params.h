@@ -37,6 +37,7 @@ typedef struct hvd_params {
     char *controller;
     char *cpu_operations;
     int elastic;
+    int elastic_round; /* the round a worker was started for (elastic mode) */
     /* core tuning */
     long long fusion_threshold;
     double cycle_time_ms;

@@ -14,6 +14,8 @@ typedef struct hvd_engine hvd_engine_t;
 typedef struct hvd_context {
     int initialized;
     unsigned generation; /* hvd_init calls so far in this process; names the check-in scope */
+    int elastic;         /* HOROVOD_ELASTIC: rounds instead of generations (elastic_rendezvous.h) */
+    int round;           /* elastic: the round of this init; names the check-in scope */
     hvd_params_t params;
     hvd_secret_t secret;
     hvd_store_client_t *store; /* NULL for a job of size 1 without a launcher */
@@ -22,6 +24,10 @@ typedef struct hvd_context {
     char **hosts;         /* every rank's host name, for messages */
     hvd_engine_t *engine; /* the core: every collective goes through it */
 } hvd_context_t;
+
+/* 1 and the round (into *round_p, may be NULL) when hvd is initialised in elastic mode;
+ * 0 otherwise. Thread safe. */
+int hvd__context_elastic(int *round_p);
 
 /* The group of a communicator, or NULL for an unknown one. */
 hvd_group_t *hvd__context_group(hvd_context_t *c, int comm);

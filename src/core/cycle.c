@@ -680,7 +680,12 @@ hvd_status_t hvd__engine_cycle(hvd_engine_t *e) {
     if (st != HVD_OK && st != HVD_ERR_SHUT_DOWN) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hvd_last_error());
-        HVD_LOG_E("%s", msg);
+        /* In elastic mode a lost peer is an expected event the run wrapper recovers from
+         * (reference issue #2652: not an error to alarm users with). */
+        if (e->ctx->elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT))
+            HVD_LOG_W("%s", msg);
+        else
+            HVD_LOG_E("%s", msg);
         hvd__engine_fail(e, st, msg, 1);
     }
     return st;

@@ -111,10 +111,30 @@ void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int
     pthread_mutex_unlock(&e->state_lock);
 }
 
+static int is_interrupted(hvd_engine_t *e) {
+    return __atomic_load_n(&e->interrupted, __ATOMIC_ACQUIRE);
+}
+
+/* Fail the engine with the cause of hvd__engine_interrupt (prog_lock held). */
+static void fail_interrupted(hvd_engine_t *e) {
+    if (is_dead(e))
+        return;
+    char reason[sizeof e->int_reason];
+    pthread_mutex_lock(&e->state_lock);
+    hvd_status_t st = e->int_status;
+    memcpy(reason, e->int_reason, sizeof reason);
+    pthread_mutex_unlock(&e->state_lock);
+    HVD_LOG_D("%s", reason);
+    hvd__engine_fail(e, st, reason, 1);
+}
+
 /* Run one cycle, counted (prog_lock held). quiet: the background thread's own cycle. */
 static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
     hvd_status_t st = HVD_OK;
-    if (!is_dead(e)) {
+    if (!is_dead(e) && is_interrupted(e)) {
+        fail_interrupted(e);
+        st = e->int_status;
+    } else if (!is_dead(e)) {
         __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
         if (e->ctx->tp)
             __atomic_store_n(&e->ctx->tp->quiet, quiet, __ATOMIC_RELAXED);
@@ -219,6 +239,15 @@ static void *thread_main(void *arg) {
     int solo = e->ctx->global.size == 1;
     int64_t join_delay_us = e->cycle_us > 200 ? e->cycle_us : 200, driven_sleep_us = join_delay_us;
     while (!__atomic_load_n(&e->stop_thread, __ATOMIC_ACQUIRE)) {
+        if (is_interrupted(e) && !is_dead(e)) {
+            /* Nobody may be running cycles (the training code computes): fail the engine
+             * here, so that later calls fail at once. A cycle in progress ends promptly,
+             * its transport being interrupted too. */
+            pthread_mutex_lock(&e->prog_lock);
+            fail_interrupted(e);
+            pthread_mutex_unlock(&e->prog_lock);
+            continue;
+        }
         int dead = is_dead(e);
         /* While a thread of ours waits, or ran a cycle within the join delay (a loop of
          * blocking calls), that thread runs the cycles and joins the others' itself: the
@@ -356,9 +385,32 @@ static void stop_thread(hvd_engine_t *e) {
     e->thread_started = 0;
 }
 
+void hvd__engine_interrupt(hvd_engine_t *e, hvd_status_t status, const char *message) {
+    if (status >= 0)
+        status = HVD_ERR_PEER_LOST;
+    pthread_mutex_lock(&e->state_lock);
+    int first = !e->interrupted;
+    if (first) {
+        e->int_status = status;
+        snprintf(e->int_reason, sizeof e->int_reason, "%s", message ? message : "interrupted");
+        __atomic_store_n(&e->interrupted, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&e->state_lock);
+    if (!first)
+        return;
+    hvd_transport_t *tp = e->ctx->tp;
+    if (tp && tp->ops->interrupt)
+        tp->ops->interrupt(tp, status, e->int_reason);
+    wake_thread(e);
+}
+
 void hvd__engine_stop(hvd_engine_t *e) {
     stop_thread(e);
     pthread_mutex_lock(&e->prog_lock);
+    /* Interrupted: the round is over and its peers may be gone, so there is no last cycle
+     * to run with them. */
+    if (is_interrupted(e))
+        fail_interrupted(e);
     if (!is_dead(e)) {
         /* One last cycle carries the shutdown flag to every rank; the cycle itself fails
          * the engine with HVD_ERR_SHUT_DOWN once it has run what was agreed. */

@@ -50,6 +50,13 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p);
  * fail what is pending with HVD_ERR_SHUT_DOWN and stop the thread. Idempotent; safe while
  * other threads wait. */
 void hvd__engine_stop(hvd_engine_t *e);
+/* From any thread, while calls may be waiting in the engine (the elastic agent, when the
+ * driver ends the round): make every pending handle and blocking call, and every later one,
+ * fail promptly with status and message, as a failed cycle does (the transport is
+ * interrupted, so a cycle waiting for a silent peer ends at once, and the peers are told).
+ * Works when no cycle runs too: the background thread notices. The first cause wins.
+ * Never blocks on the data plane; the engine must stay alive for the duration of the call. */
+void hvd__engine_interrupt(hvd_engine_t *e, hvd_status_t status, const char *message);
 /* Free everything (after hvd__engine_stop, once no thread uses the engine). */
 void hvd__engine_destroy(hvd_engine_t *e);
 

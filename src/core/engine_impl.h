@@ -90,6 +90,11 @@ struct hvd_engine {
     int dead; /* state_lock; atomic reads */
     hvd_status_t dead_status;
     char dead_reason[1024];
+    /* hvd__engine_interrupt (another thread): set once under state_lock, read atomically;
+     * the next cycle, or the background thread if none runs, fails the engine with it. */
+    int interrupted;
+    hvd_status_t int_status;
+    char int_reason[1024];
 
     /* cycle state */
     hvd_timeline_t *tl; /* rank 0 */

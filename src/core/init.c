@@ -5,6 +5,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/context.h"
+#include "core/elastic_agent.h"
+#include "core/elastic_rendezvous.h"
 #include "core/engine.h"
 #include "core/mpi_env.h"
 #include "core/pmix_exchange.h"
@@ -151,10 +153,39 @@ static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info
     return st;
 }
 
+/* The check-in wait of an elastic round. The driver may fail the round before it forms
+ * (init.r<R>/abort), and then some ranks never check in: so no request waits more than a
+ * second, and the abort key, which counts towards the scope's keys, is looked for first. */
+static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, int64_t deadline,
+                                          hvd_store_scope_t *scope_p) {
+    size_t size = (size_t)c->params.size;
+    for (;;) {
+        int64_t step = hvd__clock_deadline_ms(1000);
+        hvd_store_scope_t s = {0};
+        hvd_status_t st =
+            hvd__store_get_scope(c->store, scope, size, step < deadline ? step : deadline, &s);
+        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT */
+        if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
+            return st;
+        if ((st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
+            hvd__store_scope_fini(&s);
+            return st;
+        }
+        if (s.count >= size || hvd__clock_remaining_ms(deadline) == 0) {
+            *scope_p = s;
+            return s.count >= size ? HVD_OK : HVD_ERR_TIMEOUT;
+        }
+        hvd__store_scope_fini(&s);
+    }
+}
+
 static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
-    char scope[64], key[32], value[512];
-    snprintf(scope, sizeof scope, "init.%u", c->generation);
+    char scope[HVD_ELASTIC_NAME_MAX], key[32], value[512];
+    if (c->elastic)
+        hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_INIT, c->round, scope);
+    else
+        snprintf(scope, sizeof scope, "init.%u", c->generation);
     snprintf(key, sizeof key, "rank_%d", p->rank);
     int n =
         snprintf(value, sizeof value, "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d",
@@ -166,17 +197,18 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d could not check in with the rendezvous store at %s:%d",
                                p->rank, p->rendezvous_addr, p->rendezvous_port);
-    hvd_store_scope_t s;
-    st = hvd__store_get_scope(c->store, scope, (size_t)p->size, deadline, &s);
-    if (st == HVD_ERR_TIMEOUT) {
+    hvd_store_scope_t s = {0};
+    st = c->elastic ? wait_check_in_elastic(c, scope, deadline, &s)
+                    : hvd__store_get_scope(c->store, scope, (size_t)p->size, deadline, &s);
+    if (st == HVD_ERR_TIMEOUT && s.entries) {
         char missing[256];
         describe_missing(&s, p->size, missing, sizeof missing);
         hvd__store_scope_fini(&s);
         return hvd__error_set(HVD_ERR_TIMEOUT,
-                              "rank %d: rendezvous timed out after %d s waiting for ranks %s at "
-                              "%s:%d; raise HOROVOD_GLOO_TIMEOUT_SECONDS if they are slow to "
-                              "start",
-                              p->rank, p->gloo_timeout_seconds, missing, p->rendezvous_addr,
+                              "rank %d: rendezvous timed out after %d s waiting for ranks %s to "
+                              "check in at %s/ of %s:%d; raise HOROVOD_GLOO_TIMEOUT_SECONDS if "
+                              "they are slow to start",
+                              p->rank, p->gloo_timeout_seconds, missing, scope, p->rendezvous_addr,
                               p->rendezvous_port);
     }
     if (st != HVD_OK)
@@ -371,7 +403,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         .peers = addrs,
         .listen_fd = lfd,
         .secret = &c->secret,
-        .generation = c->generation,
+        /* elastic: every worker of a round, old or new, agrees on the round alone */
+        .generation = c->elastic ? (uint32_t)c->round : c->generation,
         .timeout_ms =
             (config.timeout_seconds > 0 ? config.timeout_seconds : p->gloo_timeout_seconds) * 1000,
         .busy_poll_us = busy > 0 ? busy : 0,
@@ -420,6 +453,48 @@ static hvd_status_t start_engine(hvd_context_t *c) {
     return hvd__engine_create(c, &c->engine);
 }
 
+/* The job secret and the store client, from the launcher's variables. */
+static hvd_status_t open_store(hvd_context_t *c) {
+    const hvd_params_t *p = &c->params;
+    if (p->rendezvous_port <= 0)
+        return hvd__error_set(
+            HVD_ERR_INVALID_ARG,
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR is set but HOROVOD_GLOO_RENDEZVOUS_PORT "
+            "is not a valid port");
+    if (!p->secret_key)
+        return hvd__error_set(HVD_ERR_AUTH, "%s is not set: workers must be started by horovodrun",
+                              HVD_SECRET_ENV);
+    hvd_status_t st = hvd__secret_from_hex(p->secret_key, &c->secret);
+    if (st != HVD_OK)
+        return st;
+    st = hvd__store_client_create(p->rendezvous_addr, p->rendezvous_port, &c->secret, &c->store);
+    if (st != HVD_OK)
+        hvd__secret_wipe(&c->secret);
+    return st;
+}
+
+/* Elastic mode, before anything depends on the topology: start the agent (first init), and
+ * on a re-init take this process's place in the next round from the driver, which replaces
+ * the launcher's rank variables. */
+static hvd_status_t enter_elastic(hvd_context_t *c) {
+    hvd_params_t *p = &c->params;
+    if (!p->rendezvous_addr || !*p->rendezvous_addr)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "HOROVOD_ELASTIC=1 but HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: "
+                              "elastic workers are started by horovodrun with "
+                              "--host-discovery-script or --min-np");
+    hvd_status_t st = open_store(c);
+    char slot[HVD_ELASTIC_NAME_MAX];
+    if (st == HVD_OK && (st = hvd__elastic_msg_slot(p->hostname, p->local_rank, slot)) == HVD_OK)
+        st = hvd__elastic_agent_start(p->rendezvous_addr, p->rendezvous_port, &c->secret, slot,
+                                      p->elastic_round);
+    if (st == HVD_OK)
+        st = hvd__elastic_rdv_enter(c->store, p);
+    c->round = hvd__elastic_rdv_round();
+    hvd__elastic_agent_set_round(c->round);
+    return st;
+}
+
 static hvd_status_t init_locked(void) {
     hvd_status_t st = hvd__params_load(&ctx.params, NULL, NULL);
     if (st != HVD_OK)
@@ -430,15 +505,18 @@ static hvd_status_t init_locked(void) {
         hvd__params_fini(&ctx.params);
         return st;
     }
+    ctx.elastic = p->elastic;
+    if (ctx.elastic && (st = enter_elastic(&ctx)) != HVD_OK)
+        goto err_release;
     ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *ctx.hosts);
     if (!ctx.hosts) {
-        hvd__params_fini(&ctx.params);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        goto err_release;
     }
     hvd__log_configure(p->log_level, p->log_hide_time, p->size > 1 ? p->rank : -1);
     st = check_topology(p);
     if (st != HVD_OK)
-        goto err_params;
+        goto err_release;
     /* A plain Open MPI mpirun: the ranks meet through PMIx; rank 0 makes the job secret. */
     int via_pmix = (!p->rendezvous_addr || !*p->rendezvous_addr) && p->size > 1 && mpi_launcher &&
                    strcmp(mpi_launcher, "Open MPI") == 0;
@@ -450,71 +528,58 @@ static hvd_status_t init_locked(void) {
                                 "`horovodrun --mpi`, which runs mpirun and gives every rank the "
                                 "rendezvous store",
                                 p->rank, p->size, mpi_launcher);
-            goto err_params;
+            goto err_release;
         }
         if (p->size != 1 && !via_pmix) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "HOROVOD_SIZE=%d but HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: "
                                 "start the job with horovodrun",
                                 p->size);
-            goto err_params;
+            goto err_release;
         }
         if (!via_pmix) {
             st = make_solo_groups(&ctx);
             if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
                 free_groups(&ctx);
             if (st != HVD_OK)
-                goto err_params;
+                goto err_release;
             return HVD_OK;
         }
     }
     if (via_pmix) {
         /* rank 0's secret replaces this one in the exchange (check_in) */
         if ((st = hvd__secret_generate(&ctx.secret)) != HVD_OK)
-            goto err_params;
+            goto err_release;
         if (config.timeout_seconds > 0)
             ctx.params.gloo_timeout_seconds = config.timeout_seconds;
         st = connect_job(&ctx);
         if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
             free_groups(&ctx);
         if (st != HVD_OK)
-            goto err_wipe_secret;
+            goto err_release;
         return HVD_OK;
     }
-    if (p->rendezvous_port <= 0) {
-        st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                            "HOROVOD_GLOO_RENDEZVOUS_ADDR is set but HOROVOD_GLOO_RENDEZVOUS_PORT "
-                            "is not a valid port");
-        goto err_params;
-    }
-    if (!p->secret_key) {
-        st = hvd__error_set(HVD_ERR_AUTH, "%s is not set: workers must be started by horovodrun",
-                            HVD_SECRET_ENV);
-        goto err_params;
-    }
-    st = hvd__secret_from_hex(p->secret_key, &ctx.secret);
-    if (st != HVD_OK)
-        goto err_params;
-    st = hvd__store_client_create(p->rendezvous_addr, p->rendezvous_port, &ctx.secret, &ctx.store);
-    if (st != HVD_OK)
-        goto err_wipe_secret;
+    if (!ctx.store && (st = open_store(&ctx)) != HVD_OK)
+        goto err_release;
     if (config.timeout_seconds > 0)
         ctx.params.gloo_timeout_seconds = config.timeout_seconds;
     st = p->size == 1 ? make_solo_groups(&ctx) : connect_job(&ctx);
     if (st != HVD_OK)
-        goto err_destroy_store;
+        goto err_release;
     if ((st = start_engine(&ctx)) != HVD_OK) {
         free_groups(&ctx);
-        goto err_destroy_store;
+        goto err_release;
     }
+    if (ctx.elastic)
+        hvd__elastic_agent_attach(ctx.engine, ctx.round);
     return HVD_OK;
 
-err_destroy_store:
+    /* Everything below is safe on what was not made yet (elastic mode opens the store
+     * before the topology is known, the other paths after). */
+err_release:
     hvd__store_client_destroy(ctx.store);
     ctx.store = NULL;
-err_wipe_secret:
     hvd__secret_wipe(&ctx.secret);
-err_params:
     free_hosts(&ctx);
     hvd__params_fini(&ctx.params);
     return st;
@@ -552,6 +617,11 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
         st = init_locked();
         if (st == HVD_OK)
             ctx.initialized = 1;
+        else if (ctx.elastic && st == HVD_ERR_SHUT_DOWN) /* removed or stopped: expected */
+            HVD_LOG_I("hvd_init: %s", hvd_last_error());
+        else if (ctx.elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT) &&
+                 !hvd__elastic_rdv_failed()) /* the round failed as it formed: recoverable */
+            HVD_LOG_W("hvd_init: %s", hvd_last_error());
         else
             HVD_LOG_E("hvd_init failed: %s", hvd_last_error());
         /* A failed attempt still used a generation on the ranks that got further. */
@@ -576,6 +646,8 @@ hvd_status_t hvd_shutdown(void) {
     /* Stopping the engine completes every call waiting in it, so the write lock below
      * does not wait for calls that could wait for ever. */
     hvd__engine_stop(ctx.engine);
+    /* From here the elastic agent no longer interrupts the engine, which can go. */
+    hvd__elastic_agent_detach();
     pthread_rwlock_wrlock(&use_lock);
     pthread_mutex_lock(&ctx_lock);
     hvd__engine_destroy(ctx.engine);
@@ -617,6 +689,15 @@ hvd_group_t *hvd__context_group(hvd_context_t *c, int comm) {
         return &c->cross;
     }
     return NULL;
+}
+
+int hvd__context_elastic(int *round_p) {
+    pthread_mutex_lock(&ctx_lock);
+    int elastic = ctx.initialized && ctx.elastic;
+    if (round_p)
+        *round_p = ctx.round;
+    pthread_mutex_unlock(&ctx_lock);
+    return elastic;
 }
 
 int hvd_is_initialized(void) {

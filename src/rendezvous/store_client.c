@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "http/http_client.h"
+#include "os/socket.h"
 #include "rendezvous/kv_auth.h"
 #include "rendezvous/kv_protocol.h"
 
@@ -120,7 +121,8 @@ static hvd_status_t exchange(hvd_store_client_t *c, const store_request_t *r,
         if (hvd__clock_remaining_ms(r->deadline_ms) <= pause)
             return hvd__error_wrap(HVD_ERR_TIMEOUT, "gave up after %d attempts", attempt);
         HVD_LOG_D("retrying rendezvous %s %s after: %s", r->method, target, hvd_last_error());
-        hvd__clock_sleep_ms(pause);
+        if (hvd__socket_pause(pause) != HVD_OK)
+            return hvd__error_wrap(HVD_ERR_SHUT_DOWN, "rendezvous %s %s", r->method, target);
         if (pause < 500)
             pause *= 2;
     }
