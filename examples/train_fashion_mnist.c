@@ -3,7 +3,7 @@
  *
  *   horovodrun -np 2 ./build/examples/train_fashion_mnist [--epochs 3] [--batch 128]
  *       [--lr 0.1] [--seed 1] [--train-limit N] [--data /usr/share/datasets/fashion-mnist]
- *       [--blocking]
+ *       [--blocking] [--elastic-commit N]
  *
  * How the work is shared: every rank shuffles the training set with the same seed and walks
  * the same sequence of global batches; rank r takes the samples of each batch at positions
@@ -30,6 +30,17 @@
  * fixed-point integers, whose sum does not depend on the order (floating-point sums do), so
  * np=1, 2 or 4 produce bit-identical weights and the same accuracy to the last digit, fused or
  * not, asynchronous or blocking.
+ *
+ * Elastic training (--elastic-commit N, under horovodrun --host-discovery-script ... or
+ * --min-np): the training runs under hvd_elastic_run with the whole training state
+ * registered with an hvd_elastic_state_t (parameters, momentum, the epoch's sample order and
+ * the shuffle generator, epoch and position, the epoch's statistics) and committed every N
+ * batches; rank 0 prints "commit <n> epoch <e> batch <b> size <world size>". When a worker
+ * dies the others roll back to the last commit and go on in the driver's new world; when
+ * hosts come or go they go on from the commit where they noticed. Since the global batch does
+ * not depend on the number of ranks and the sums are exact, an elastic run ends with the same
+ * weights digest as a static one, whatever happened on the way. Without a launcher's elastic
+ * environment the same code runs and never re-initialises.
  *
  * The data are Debian's dataset-fashion-mnist files (gzip'd IDX), read with zlib. */
 #include <hvd/hvd.h>
@@ -289,8 +300,138 @@ static hvd_status_t reduce_batch(int64_t *const *g, int64_t *stats, int blocking
     return st;
 }
 
+/* The training: its state (every field up to the configuration is what a commit saves in
+ * elastic mode) and how to run it. */
+typedef struct {
+    float *w, *vel;         /* parameters and momentum */
+    int *idx;               /* the current epoch's sample order */
+    uint64_t shuffle_state; /* the generator that shuffles the next epoch */
+    int64_t epoch;          /* 1-based */
+    int64_t start;          /* position of the next batch in idx */
+    int64_t totals[NSTATS]; /* the epoch's sums over all ranks so far */
+    int64_t commits;        /* commits made (elastic) */
+    /* configuration */
+    const dataset_t *train;
+    int epochs, batch, blocking, commit_every;
+    double lr, momentum;
+    int64_t *g[NTENSOR];
+} trainer_t;
+
+_Static_assert(sizeof(int) == 4, "the sample order is registered as HVD_INT32");
+
+/* Train until the last epoch is done: called once in a static job, and again by
+ * hvd_elastic_run (state non-NULL) after every re-initialisation, perhaps with another rank
+ * and size, from where the state says. Returns the status of a failed collective. */
+static hvd_status_t train_loop(hvd_elastic_state_t *state, void *arg) {
+    trainer_t *t = arg;
+    const dataset_t *train = t->train;
+    int rank = hvd_rank(), size = hvd_size();
+    int64_t per_epoch = (train->n + t->batch - 1) / t->batch;
+    double t0 = now_s();
+    while (t->epoch <= t->epochs) {
+        int start = (int)t->start;
+        int n = train->n - start < t->batch ? train->n - start : t->batch;
+        int64_t stats[NSTATS] = {0, 0, 0}; /* this rank's share of the batch */
+        for (int k = 0; k < NTENSOR; k++)
+            memset(t->g[k], 0, TENSORS[k].count * sizeof *t->g[k]);
+        for (int pos = rank; pos < n; pos += size) {
+            int s = t->idx[start + pos], ok;
+            stats[0] += backward(t->w, train->pixels + (size_t)s * IN, train->labels[s], t->g, &ok);
+            stats[1] += ok;
+            stats[2]++;
+        }
+        hvd_status_t st = reduce_batch(t->g, stats, t->blocking);
+        if (st != HVD_OK)
+            return st;
+        for (int k = 0; k < NSTATS; k++)
+            t->totals[k] += stats[k];
+        float step = (float)(t->lr / (n * FIX_SCALE));
+        for (int k = 0; k < NTENSOR; k++) {
+            float *wt = t->w + TENSORS[k].offset, *vt = t->vel + TENSORS[k].offset;
+            for (size_t i = 0; i < TENSORS[k].count; i++) {
+                vt[i] = (float)t->momentum * vt[i] + (float)t->g[k][i] * step;
+                wt[i] -= vt[i];
+            }
+        }
+        t->start += t->batch;
+        int64_t done = (t->epoch - 1) * per_epoch + t->start / t->batch; /* batches so far */
+        int64_t batch_no = (t->start + t->batch - 1) / t->batch;         /* in this epoch */
+        int64_t epoch_done = t->epoch;
+        if (t->start >= train->n) {
+            double secs = now_s() - t0;
+            if (rank == 0) {
+                printf("epoch %lld/%d: loss %.4f, train accuracy %.2f%%, %.0f images/s\n",
+                       (long long)t->epoch, t->epochs,
+                       (double)t->totals[0] / FIX_SCALE / (double)t->totals[2],
+                       100.0 * (double)t->totals[1] / (double)t->totals[2],
+                       (double)t->totals[2] / secs);
+                fflush(stdout);
+            }
+            t->epoch++;
+            t->start = 0;
+            memset(t->totals, 0, sizeof t->totals);
+            if (t->epoch <= t->epochs)
+                shuffle(t->idx, train->n, &t->shuffle_state);
+            t0 = now_s();
+        }
+        if (state && t->commit_every > 0 && done % t->commit_every == 0) {
+            t->commits++;
+            if ((st = hvd_elastic_commit(state)) != HVD_OK)
+                return st;
+            if (rank == 0) {
+                printf("commit %lld epoch %lld batch %lld size %d\n", (long long)t->commits,
+                       (long long)epoch_done, (long long)batch_no, size);
+                fflush(stdout);
+            }
+        }
+    }
+    return HVD_OK;
+}
+
+/* Elastic mode: hvd_init, retried while the round this process was started for fails as it
+ * forms (the next attempt joins the driver's next round). */
+static hvd_status_t init_elastic(void) {
+    hvd_status_t st;
+    while ((st = hvd_init()) == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT)
+        fprintf(stderr, "train_fashion_mnist: hvd_init: %s; trying again\n", hvd_last_error());
+    return st;
+}
+
+/* Run the training under hvd_elastic_run with the whole trainer state registered. */
+static hvd_status_t train_elastic(trainer_t *t) {
+    hvd_elastic_state_t *state;
+    hvd_status_t st = hvd_elastic_state_create(NULL, &state);
+    if (st != HVD_OK)
+        return st;
+    struct {
+        const char *name;
+        void *buf;
+        size_t count;
+        hvd_dtype_t dtype;
+    } parts[] = {
+        {"w", t->w, NPARAM, HVD_FLOAT32},
+        {"vel", t->vel, NPARAM, HVD_FLOAT32},
+        {"idx", t->idx, (size_t)t->train->n, HVD_INT32},
+        {"shuffle_state", &t->shuffle_state, 1, HVD_INT64}, /* 8 bytes, copied as they are */
+        {"epoch", &t->epoch, 1, HVD_INT64},
+        {"start", &t->start, 1, HVD_INT64},
+        {"totals", t->totals, NSTATS, HVD_INT64},
+        {"commits", &t->commits, 1, HVD_INT64},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0] && st == HVD_OK; i++)
+        st = hvd_elastic_state_add(state, parts[i].name, parts[i].buf, parts[i].count,
+                                   parts[i].dtype);
+    if (st == HVD_OK)
+        st = hvd_elastic_run(state, train_loop, t);
+    if (st == HVD_OK && hvd_elastic_resets(state) > 0 && hvd_rank() == 0)
+        printf("recovered from %d re-initialisation%s\n", hvd_elastic_resets(state),
+               hvd_elastic_resets(state) > 1 ? "s" : "");
+    hvd_elastic_state_destroy(state);
+    return st;
+}
+
 int main(int argc, char **argv) {
-    int epochs = 3, batch = 128, train_limit = 0, blocking = 0;
+    int epochs = 3, batch = 128, train_limit = 0, blocking = 0, elastic_commit = 0;
     double lr = 0.1, momentum = 0.9;
     uint64_t seed = 1;
     const char *dir = "/usr/share/datasets/fashion-mnist";
@@ -316,17 +457,25 @@ int main(int argc, char **argv) {
             train_limit = atoi(v);
         else if (strcmp(a, "--data") == 0)
             dir = v;
+        else if (strcmp(a, "--elastic-commit") == 0)
+            elastic_commit = atoi(v);
         else {
             fprintf(stderr, "train_fashion_mnist: unknown option %s\n", a);
             return 2;
         }
         i++;
     }
-    if (epochs < 1 || batch < 1 || lr <= 0) {
-        fprintf(stderr, "train_fashion_mnist: need --epochs >= 1, --batch >= 1, --lr > 0\n");
+    if (epochs < 1 || batch < 1 || lr <= 0 || elastic_commit < 0) {
+        fprintf(stderr, "train_fashion_mnist: need --epochs >= 1, --batch >= 1, --lr > 0, "
+                        "--elastic-commit >= 0\n");
         return 2;
     }
-    if (hvd_init() != HVD_OK)
+    hvd_status_t ist = elastic_commit ? init_elastic() : hvd_init();
+    if (ist == HVD_ERR_SHUT_DOWN && elastic_commit) { /* removed before it began */
+        fprintf(stderr, "train_fashion_mnist: %s\n", hvd_last_error());
+        return 0;
+    }
+    if (ist != HVD_OK)
         return fail("hvd_init");
     int rank = hvd_rank(), size = hvd_size();
     dataset_t train, test;
@@ -337,67 +486,54 @@ int main(int argc, char **argv) {
     if (train_limit > 0 && train_limit < train.n)
         train.n = train_limit;
 
-    float *w = malloc(NPARAM * sizeof *w), *vel = calloc(NPARAM, sizeof *vel);
-    int64_t *g[NTENSOR];
+    trainer_t t = {.train = &train,
+                   .epochs = epochs,
+                   .batch = batch,
+                   .blocking = blocking,
+                   .commit_every = elastic_commit,
+                   .lr = lr,
+                   .momentum = momentum,
+                   .epoch = 1,
+                   .shuffle_state = seed ^ 0x5bd1e995ull};
+    t.w = calloc(NPARAM, sizeof *t.w);
+    t.vel = calloc(NPARAM, sizeof *t.vel);
     int nomem = 0;
-    for (int t = 0; t < NTENSOR; t++)
-        nomem |= !(g[t] = malloc(TENSORS[t].count * sizeof *g[t]));
-    int *idx = malloc((size_t)train.n * sizeof *idx);
-    if (!w || !vel || nomem || !idx) {
+    for (int k = 0; k < NTENSOR; k++)
+        nomem |= !(t.g[k] = malloc(TENSORS[k].count * sizeof *t.g[k]));
+    t.idx = malloc((size_t)train.n * sizeof *t.idx);
+    if (!t.w || !t.vel || nomem || !t.idx) {
         fprintf(stderr, "train_fashion_mnist: out of memory\n");
         return 1;
     }
+    float *w = t.w;
     if (rank == 0)
         init_params(w, seed);
-    hvd_handle_t bh;
-    if (hvd_broadcast_async("params.init", w, NPARAM, HVD_FLOAT32, 0, &bh) != HVD_OK)
-        return fail("broadcast of the initial parameters");
-    if (hvd_wait(bh) != HVD_OK)
-        return fail("broadcast of the initial parameters");
+    /* Elastic mode: hvd_elastic_run's first sync broadcasts the whole state from rank 0. */
+    if (!elastic_commit) {
+        hvd_handle_t bh;
+        if (hvd_broadcast_async("params.init", w, NPARAM, HVD_FLOAT32, 0, &bh) != HVD_OK)
+            return fail("broadcast of the initial parameters");
+        if (hvd_wait(bh) != HVD_OK)
+            return fail("broadcast of the initial parameters");
+    }
     if (rank == 0)
         printf("training a 784-128-10 perceptron on %d Fashion-MNIST images with %d rank%s, "
-               "global batch %d\n",
-               train.n, size, size > 1 ? "s" : "", batch);
+               "global batch %d%s\n",
+               train.n, size, size > 1 ? "s" : "", batch, elastic_commit ? " (elastic)" : "");
 
-    uint64_t shuffle_state = seed ^ 0x5bd1e995ull;
     for (int i = 0; i < train.n; i++)
-        idx[i] = i;
-    for (int e = 1; e <= epochs; e++) {
-        double t0 = now_s();
-        shuffle(idx, train.n, &shuffle_state);
-        int64_t total[NSTATS] = {0, 0, 0}; /* the epoch's sums over all ranks */
-        for (int start = 0; start < train.n; start += batch) {
-            int n = train.n - start < batch ? train.n - start : batch;
-            int64_t stats[NSTATS] = {0, 0, 0}; /* this rank's share of the batch */
-            for (int t = 0; t < NTENSOR; t++)
-                memset(g[t], 0, TENSORS[t].count * sizeof *g[t]);
-            for (int pos = rank; pos < n; pos += size) {
-                int s = idx[start + pos], ok;
-                stats[0] += backward(w, train.pixels + (size_t)s * IN, train.labels[s], g, &ok);
-                stats[1] += ok;
-                stats[2]++;
-            }
-            if (reduce_batch(g, stats, blocking) != HVD_OK)
-                return 1;
-            for (int k = 0; k < NSTATS; k++)
-                total[k] += stats[k];
-            float step = (float)(lr / (n * FIX_SCALE));
-            for (int t = 0; t < NTENSOR; t++) {
-                float *wt = w + TENSORS[t].offset, *vt = vel + TENSORS[t].offset;
-                for (size_t i = 0; i < TENSORS[t].count; i++) {
-                    vt[i] = (float)momentum * vt[i] + (float)g[t][i] * step;
-                    wt[i] -= vt[i];
-                }
-            }
-        }
-        double secs = now_s() - t0;
-        if (rank == 0) {
-            printf("epoch %d/%d: loss %.4f, train accuracy %.2f%%, %.0f images/s\n", e, epochs,
-                   (double)total[0] / FIX_SCALE / (double)total[2],
-                   100.0 * (double)total[1] / (double)total[2], (double)total[2] / secs);
-            fflush(stdout);
-        }
+        t.idx[i] = i;
+    shuffle(t.idx, train.n, &t.shuffle_state);
+    hvd_status_t st = elastic_commit ? train_elastic(&t) : train_loop(NULL, &t);
+    if (st == HVD_ERR_SHUT_DOWN && elastic_commit) {
+        /* removed from the job, or the job stopped: not a failure of this worker */
+        fprintf(stderr, "train_fashion_mnist: %s\n", hvd_last_error());
+        return 0;
     }
+    if (st != HVD_OK)
+        return fail("training");
+    rank = hvd_rank(); /* elastic: the latest world's */
+    size = hvd_size();
 
     int64_t correct[2] = {0, 0};
     for (int s = rank; s < test.n; s += size) {
@@ -416,11 +552,11 @@ int main(int argc, char **argv) {
         printf("test accuracy %.2f%% (%lld of %lld images), weights digest %016llx\n",
                100.0 * (double)correct[0] / (double)correct[1], (long long)correct[0],
                (long long)correct[1], (unsigned long long)digest);
-    free(w);
-    free(vel);
-    for (int t = 0; t < NTENSOR; t++)
-        free(g[t]);
-    free(idx);
+    free(t.w);
+    free(t.vel);
+    for (int k = 0; k < NTENSOR; k++)
+        free(t.g[k]);
+    free(t.idx);
     free(train.pixels);
     free(train.labels);
     free(test.pixels);

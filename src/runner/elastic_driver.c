@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "os/spawn.h"
+#include "rendezvous/elastic_msg.h"
 #include "rendezvous/kv_store.h"
 #include "runner/host_manager.h"
 #include "runner/store_scopes.h"
@@ -27,8 +28,8 @@ typedef enum { PHASE_WAIT_SLOTS, PHASE_RUNNING, PHASE_ENDING } phase_t;
 typedef struct {
     char *host;
     int local_rank;
-    char key[300]; /* "host:local_rank", the protocol's name for it */
-    long worker;   /* the pool id of its live worker, -1 when none */
+    char key[HVD_ELASTIC_NAME_MAX]; /* "host:local_rank", the protocol's name for it */
+    long worker;                    /* the pool id of its live worker, -1 when none */
     int remote;
     int64_t started_ms;  /* its worker's start */
     int64_t beat_ms;     /* its worker's last heartbeat, 0 before the first (beat_lock) */
@@ -61,7 +62,8 @@ typedef struct {
     pthread_mutex_t beat_lock;
     slot_t **slots;
     size_t nslots, slots_cap;
-    atomic_int ready_dirty; /* a ready record arrived */
+    atomic_int ready_dirty;                  /* a ready record arrived */
+    char ready_prefix[HVD_ELASTIC_NAME_MAX]; /* every round's ready scope starts with it */
 
     phase_t phase;
     int round, resets;
@@ -107,24 +109,24 @@ static void abort_round(driver_t *d, const char *why) {
     if (d->aborted)
         return;
     d->aborted = true;
-    char scope[64];
-    snprintf(scope, sizeof scope, "init.r%d", d->round);
-    put_text(d, scope, "abort", why);
-    snprintf(scope, sizeof scope, "elastic_ev.r%d", d->round);
-    put_text(d, scope, "abort", why);
+    char scope[HVD_ELASTIC_NAME_MAX];
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_INIT, d->round, scope);
+    put_text(d, scope, HVD_ELASTIC_ABORT_KEY, why);
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_EVENTS, d->round, scope);
+    put_text(d, scope, HVD_ELASTIC_ABORT_KEY, why);
 }
 
 /* Called by the store after every PUT (store lock held: no store calls, no blocking). */
 static void on_store_put(void *arg, const char *scope, const char *key) {
     driver_t *d = arg;
-    if (strcmp(scope, "elastic_alive") == 0) {
+    if (strcmp(scope, HVD_ELASTIC_ALIVE_SCOPE) == 0) {
         int64_t now = hvd__clock_now_ms();
         pthread_mutex_lock(&d->beat_lock);
         for (size_t i = 0; i < d->nslots; i++)
             if (strcmp(d->slots[i]->key, key) == 0)
                 d->slots[i]->beat_ms = now;
         pthread_mutex_unlock(&d->beat_lock);
-    } else if (strncmp(scope, "elastic_ready.r", 15) == 0) {
+    } else if (strncmp(scope, d->ready_prefix, strlen(d->ready_prefix)) == 0) {
         atomic_store(&d->ready_dirty, 1);
         hvd__workers_wake(d->workers);
     }
@@ -155,7 +157,12 @@ static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot
     s->local_rank = local_rank;
     s->worker = -1;
     s->rank = -1;
-    snprintf(s->key, sizeof s->key, "%s:%d", host, local_rank);
+    hvd_status_t st = hvd__elastic_msg_slot(host, local_rank, s->key);
+    if (st != HVD_OK) {
+        free(s->host);
+        free(s);
+        return st;
+    }
     s->remote = !hvd__netif_is_local_host(host, d->cfg->ifs, d->cfg->nifs);
     pthread_mutex_lock(&d->beat_lock);
     if (d->nslots == d->slots_cap) {
@@ -382,8 +389,8 @@ static void on_worker_exit(void *arg, size_t id, int status, int stopped) {
 static void read_ready(driver_t *d) {
     if (!atomic_exchange(&d->ready_dirty, 0))
         return;
-    char scope[64];
-    snprintf(scope, sizeof scope, "elastic_ready.r%d", d->round);
+    char scope[HVD_ELASTIC_NAME_MAX];
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_READY, d->round, scope);
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
         long i = reg_index(d, s);
@@ -393,7 +400,10 @@ static void read_ready(driver_t *d) {
         size_t len = 0;
         if (hvd__kv_store_get(d->store, scope, s->key, &v, &len) != HVD_OK)
             continue;
-        s->leaving_failure = strcmp((const char *)v, "update") != 0;
+        hvd_elastic_ready_t why = HVD_ELASTIC_READY_FAILURE;
+        if (hvd__elastic_msg_ready_parse((const char *)v, len, &why) != HVD_OK)
+            SAY(d, "horovodrun: elastic: %s: %s; taken as a failure.\n", s->key, hvd_last_error());
+        s->leaving_failure = why != HVD_ELASTIC_READY_UPDATE;
         free(v);
         hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_READY);
         if (d->verbose)
@@ -474,9 +484,9 @@ static void check_hosts(driver_t *d) {
     const char *what = res == HVD_HOST_UPDATE_MIXED     ? "mixed"
                        : res == HVD_HOST_UPDATE_REMOVED ? "removed"
                                                         : "added";
-    char scope[64];
-    snprintf(scope, sizeof scope, "elastic_ev.r%d", d->round);
-    put_text(d, scope, "hosts", what);
+    char scope[HVD_ELASTIC_NAME_MAX];
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_EVENTS, d->round, scope);
+    put_text(d, scope, HVD_ELASTIC_HOSTS_KEY, what);
     d->announced = true;
     SAY(d, "horovodrun: elastic: hosts %s; the workers of round %d re-form at their next commit.\n",
         what, d->round);
@@ -497,9 +507,13 @@ static void end_job(driver_t *d, const char *message, int code) {
         SAY(d, "horovodrun: %s\n", message);
     }
     /* survivors waiting for their next place learn that there is none */
-    char scope[64], text[600];
-    snprintf(scope, sizeof scope, "elastic_assign.r%d", d->round + 1);
-    snprintf(text, sizeof text, "stop %s", message ? message : "the elastic job is complete");
+    char scope[HVD_ELASTIC_NAME_MAX], text[HVD_ELASTIC_VALUE_MAX + 1];
+    hvd_elastic_assign_t stop = {.verdict = HVD_ELASTIC_STOP};
+    snprintf(stop.message, sizeof stop.message, "%s",
+             message ? message : "the elastic job is complete");
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_ASSIGN, d->round + 1, scope);
+    if (hvd__elastic_msg_assign_format(&stop, text, sizeof text) < 0)
+        snprintf(text, sizeof text, "stop");
     for (size_t k = 0; k < d->nslots; k++)
         if (d->slots[k]->worker >= 0)
             put_text(d, scope, d->slots[k]->key, text);
@@ -573,12 +587,14 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
     }
     int sync = first || any_fresh || any_failure;
     /* Survivors of the old round that have no place in the new one. */
-    char scope[64];
-    snprintf(scope, sizeof scope, "elastic_assign.r%d", round);
+    char scope[HVD_ELASTIC_NAME_MAX], text[HVD_ELASTIC_VALUE_MAX + 1];
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_ASSIGN, round, scope);
+    hvd_elastic_assign_t removed = {.verdict = HVD_ELASTIC_REMOVED};
+    hvd__elastic_msg_assign_format(&removed, text, sizeof text);
     for (size_t k = 0; k < d->nslots && st == HVD_OK && !first; k++) {
         slot_t *s = d->slots[k];
         if (s->worker >= 0 && s->rank < 0) {
-            put_text(d, scope, s->key, "removed");
+            put_text(d, scope, s->key, text);
             if (d->verbose)
                 SAY(d, "horovodrun: elastic: %s has no place in round %d.\n", s->key, round);
         }
@@ -612,12 +628,15 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
         const hvd_slot_t *sl = &d->plan.slots[r];
         slot_t *s = find_slot(d, sl->host, sl->local_rank);
         if (s->worker >= 0) {
-            char text[256];
-            snprintf(text, sizeof text,
-                     "rank=%d size=%d local_rank=%d local_size=%d cross_rank=%d cross_size=%d "
-                     "sync=%d",
-                     sl->rank, sl->size, sl->local_rank, sl->local_size, sl->cross_rank,
-                     sl->cross_size, sync);
+            hvd_elastic_assign_t a = {.verdict = HVD_ELASTIC_ASSIGNED,
+                                      .rank = sl->rank,
+                                      .size = sl->size,
+                                      .local_rank = sl->local_rank,
+                                      .local_size = sl->local_size,
+                                      .cross_rank = sl->cross_rank,
+                                      .cross_size = sl->cross_size,
+                                      .sync = sync};
+            hvd__elastic_msg_assign_format(&a, text, sizeof text);
             put_text(d, scope, s->key, text);
             continue;
         }
@@ -751,6 +770,9 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
     d->first_failure = -1;
     d->first_failure_worker = -1;
     d->verbose = cfg->verbose;
+    /* the ready scope of round 0 without its number: the prefix of every round's */
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_READY, 0, d->ready_prefix);
+    d->ready_prefix[strlen(d->ready_prefix) - 1] = '\0';
     d->wcfg = *cfg->workers;
     d->wcfg.on_exit = on_worker_exit;
     d->wcfg.arg = d;

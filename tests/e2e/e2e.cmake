@@ -1,4 +1,9 @@
 foreach(t env_contract dry_run cli failure signals output rendezvous install faults perf_tools
-          train_example core_faults core_fault_messages core_timeline mpi)
+          train_example core_faults core_fault_messages core_timeline mpi elastic)
   hvd_e2e_test(${t} tests/e2e/test_${t}.sh)
 endforeach()
+# The deterministic elastic training program of the elastic tests (its header says what it
+# checks): ${PROJECT_BINARY_DIR}/tests/elastic_worker.
+add_executable(elastic_worker tests/e2e/elastic_worker.c)
+target_link_libraries(elastic_worker PRIVATE hvd)
+set_target_properties(elastic_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)

@@ -7,7 +7,7 @@ set -euo pipefail
 HVDRUN="$HVD_BUILD_DIR/horovodrun"
 HELLO="$HVD_BUILD_DIR/examples/hello"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hvd-e2e.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+trap '[[ -n "${KEEP_TMP:-}" ]] || rm -rf "$TMP"' EXIT
 
 fail() {
   echo "FAIL: $*" >&2

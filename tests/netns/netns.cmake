@@ -2,7 +2,7 @@
 # Each test builds a bed of its own (a prefix per process) and removes it however it ends.
 # They need root and `ip netns`: where those are missing they exit 77, which ctest reports
 # as skipped with the script's message, never as passed.
-foreach(t netbed multihost discovery)
+foreach(t netbed multihost discovery elastic)
   add_test(NAME netns.${t} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_${t}.sh)
   set_tests_properties(netns.${t} PROPERTIES TIMEOUT 300 LABELS netns SKIP_RETURN_CODE 77
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")

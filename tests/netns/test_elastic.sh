@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Elastic mode across hosts: three network namespaces with sshd each (tests/netns/netbed.sh),
+# horovodrun on h1 running the deterministic elastic worker on h1, h2 and h3 over ssh.
+#   1. h3 is cut off (its link taken down) mid-training: the driver hears no heartbeat from
+#      its worker for HOROVOD_GLOO_TIMEOUT_SECONDS, blacklists h3, and the job goes on on h1
+#      and h2 to the exact result, within the timeout + a few seconds, not after a hang;
+#   2. when the link comes back, nothing of the job is left running on h3.
+# Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
+set -euo pipefail
+: "${HVD_BUILD_DIR:?set by ctest}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+netns_require test_elastic
+
+HVDRUN=$HVD_BUILD_DIR/horovodrun
+WORKER=$HVD_BUILD_DIR/tests/elastic_worker
+TMP=$(mktemp -d /tmp/hvd-netns-elastic.XXXXXX)
+netns_tmp=$TMP
+netns_bed_up 3
+export HOME=$TMP/home
+mkdir -p "$HOME"
+
+printf 'h1:1\nh2:1\nh3:1\n' >"$TMP/hosts"
+printf '#!/bin/sh\ncat "%s/hosts"\n' "$TMP" >"$TMP/discover.sh"
+chmod +x "$TMP/discover.sh"
+
+(cd "$TMP" && HOROVOD_GLOO_TIMEOUT_SECONDS=5 on h1 timeout -k 5 150 "$HVDRUN" \
+  --host-discovery-script "$TMP/discover.sh" -np 3 --min-np 2 --network-interface eth0 \
+  "$WORKER" --steps 150 --commit-every 2 --sleep-ms 40 --print-pid >"$TMP/out" 2>"$TMP/err") &
+job=$!
+
+commit_at_least() {
+  local c
+  c=$(grep -ao 'commit [0-9]*' "$TMP/out" | tail -1 | awk '{print $2}')
+  [[ -n "$c" && "$c" -ge "$1" ]]
+}
+saw() { grep -aq -- "$1" "$TMP/err"; }
+wait_for() { # SECONDS CMD...
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.05
+  done
+}
+
+wait_for 60 commit_at_least 6 || fail "no progress across hosts: $(cat "$TMP/out" "$TMP/err")"
+ok "training across h1, h2, h3"
+ip -n "${HVD_NETBED_PREFIX}h3" link set eth0 down
+t0=$SECONDS
+wait_for 30 saw 'sent no heartbeat for 5 s' || fail "cut-off host not detected: $(cat "$TMP/err")"
+((SECONDS - t0 <= 9)) || fail "cut-off host detected only after $((SECONDS - t0)) s"
+ok "h3 cut off: detected after $((SECONDS - t0)) s (timeout 5 s)"
+set +e
+wait "$job"
+rc=$?
+set -e
+[[ $rc -eq 0 ]] || fail "the job did not complete after losing h3 (exit $rc): $(cat "$TMP/err")"
+grep -aq 'done step 150 ' "$TMP/out" || fail "no exact result: $(cat "$TMP/out")"
+grep -q 'blacklisting host h3' "$TMP/err" || fail "h3 not blacklisted: $(cat "$TMP/err")"
+prev=-1
+for c in $(grep -ao 'commit [0-9]*' "$TMP/out" | awk '{print $2}'); do
+  ((c > prev)) || fail "commit counter went from $prev to $c"
+  prev=$c
+done
+ok "the job went on on h1 and h2 to the exact result, commits only growing"
+
+ip -n "${HVD_NETBED_PREFIX}h3" link set eth0 up
+h3_workers() { ip netns pids "${HVD_NETBED_PREFIX}h3" | xargs -r -n1 sh -c 'grep -l elastic_worker /proc/$0/cmdline 2>/dev/null' ; }
+no_h3_workers() { [[ -z "$(h3_workers)" ]]; }
+wait_for 60 no_h3_workers || fail "the worker on h3 outlived the job: $(h3_workers)"
+ok "nothing left on h3 once its link is back"
+echo "PASS: test_elastic (netns)"
