@@ -32,6 +32,18 @@ void hvd__clock_sleep_ms(int64_t ms) {
     }
 }
 
+struct timespec hvd__clock_abstime(clockid_t clock_id, int64_t ms) {
+    struct timespec ts;
+    clock_gettime(clock_id, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 int64_t hvd__clock_now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -3,6 +3,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/dtype.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -166,13 +167,7 @@ static void wait_cycle_end(hvd_engine_t *e, uint64_t seen, const int *done) {
     pthread_mutex_lock(&e->state_lock);
     e->sleepers++;
     if (e->cycles == seen && !(done && __atomic_load_n(done, __ATOMIC_ACQUIRE))) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = hvd__clock_abstime(CLOCK_REALTIME, 100);
         pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
     }
     e->sleepers--;

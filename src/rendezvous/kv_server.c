@@ -126,18 +126,6 @@ static request_t **scope_bucket(hvd_kv_server_t *s, const char *scope) {
     return &s->scope_waiters[(h ^ (h >> 29)) & (WAIT_BUCKETS - 1)];
 }
 
-static struct timespec abs_after_ms(int64_t ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 /* A printable, bounded copy of client-chosen text for the log. */
 static void printable(const char *in, char *out, size_t size) {
     size_t i = 0;
@@ -408,7 +396,7 @@ static void *timer_main(void *arg) {
         int64_t wait = s->heap_len ? s->heap[0]->deadline_ms - now : SWEEP_INTERVAL_MS;
         if (wait > next_sweep - now)
             wait = next_sweep - now;
-        struct timespec ts = abs_after_ms(wait);
+        struct timespec ts = hvd__clock_abstime(CLOCK_MONOTONIC, wait);
         pthread_cond_timedwait(&s->timer_cond, &s->lock, &ts);
     }
     pthread_mutex_unlock(&s->lock);
@@ -917,7 +905,7 @@ void hvd__kv_server_stop(hvd_kv_server_t *s) {
     pthread_cond_signal(&s->timer_cond);
     /* Let the daemon thread answer the released requests (503) before it closes them. */
     while (s->n_suspended > 0 && hvd__clock_remaining_ms(deadline) > 0) {
-        struct timespec ts = abs_after_ms(hvd__clock_remaining_ms(deadline));
+        struct timespec ts = hvd__clock_abstime(CLOCK_MONOTONIC, hvd__clock_remaining_ms(deadline));
         pthread_cond_timedwait(&s->idle_cond, &s->lock, &ts);
     }
     size_t unanswered = s->n_suspended;

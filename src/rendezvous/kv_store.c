@@ -709,14 +709,7 @@ hvd_status_t hvd__kv_store_wait(hvd_kv_store_t *s, const char *scope, const char
         /* Sleep in slices of at most a second so a far deadline needs no overflow care. */
         if (left > 1000)
             left = 1000;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += left / 1000;
-        ts.tv_nsec += (long)(left % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = hvd__clock_abstime(CLOCK_MONOTONIC, left);
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
     }
     s->n_waiting--;

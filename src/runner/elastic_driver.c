@@ -245,14 +245,7 @@ static void *discovery_main(void *arg) {
             hvd__workers_wake(d->workers);
         if (d->stop_discovery)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += interval / 1000;
-        ts.tv_nsec += (long)(interval % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = hvd__clock_abstime(CLOCK_MONOTONIC, interval);
         while (!d->stop_discovery && pthread_cond_timedwait(&d->hm_cond, &d->hm_lock, &ts) == 0) {
         }
     }

@@ -89,6 +89,7 @@ static void write_str(int fd, const char *p, size_t len) {
     }
 }
 
+static void vsay(int fd, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void vsay(int fd, const char *fmt, va_list ap) {
     char buf[2048];
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
