@@ -78,6 +78,16 @@ fail() {
 }
 ok() { echo "ok   $*"; }
 
+# wait_until DEADLINE_S CMD...: poll CMD every 50 ms until it succeeds or the deadline passes.
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.05
+  done
+}
+
 # run_on_h1 ARGS...: horovodrun on h1, in $TMP, with a deadline; sets OUT, ERR, RC
 run_on_h1() {
   set +e

@@ -34,20 +34,12 @@ commit_at_least() {
   [[ -n "$c" && "$c" -ge "$1" ]]
 }
 saw() { grep -aq -- "$1" "$TMP/err"; }
-wait_for() { # SECONDS CMD...
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
 
-wait_for 60 commit_at_least 6 || fail "no progress across hosts: $(cat "$TMP/out" "$TMP/err")"
+wait_until 60 commit_at_least 6 || fail "no progress across hosts: $(cat "$TMP/out" "$TMP/err")"
 ok "training across h1, h2, h3"
 ip -n "${HVD_NETBED_PREFIX}h3" link set eth0 down
 t0=$SECONDS
-wait_for 30 saw 'sent no heartbeat for 5 s' || fail "cut-off host not detected: $(cat "$TMP/err")"
+wait_until 30 saw 'sent no heartbeat for 5 s' || fail "cut-off host not detected: $(cat "$TMP/err")"
 ((SECONDS - t0 <= 9)) || fail "cut-off host detected only after $((SECONDS - t0)) s"
 ok "h3 cut off: detected after $((SECONDS - t0)) s (timeout 5 s)"
 set +e
@@ -67,6 +59,6 @@ ok "the job went on on h1 and h2 to the exact result, commits only growing"
 ip -n "${HVD_NETBED_PREFIX}h3" link set eth0 up
 h3_workers() { ip netns pids "${HVD_NETBED_PREFIX}h3" | xargs -r -n1 sh -c 'grep -l elastic_worker /proc/$0/cmdline 2>/dev/null' ; }
 no_h3_workers() { [[ -z "$(h3_workers)" ]]; }
-wait_for 60 no_h3_workers || fail "the worker on h3 outlived the job: $(h3_workers)"
+wait_until 60 no_h3_workers || fail "the worker on h3 outlived the job: $(h3_workers)"
 ok "nothing left on h3 once its link is back"
 echo "PASS: test_elastic (netns)"
