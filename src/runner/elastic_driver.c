@@ -21,6 +21,9 @@
 
 /* The loop's longest sleep: deadlines (silence, slots) are checked at least this often. */
 #define TICK_MS 100
+/* How often the driver says whom it still waits for after a round failed. */
+#define STRAGGLER_FIRST_SAY_MS 5000
+#define STRAGGLER_SAY_MS 30000
 
 typedef enum { PHASE_WAIT_SLOTS, PHASE_RUNNING, PHASE_ENDING } phase_t;
 
@@ -71,9 +74,11 @@ typedef struct {
     long *reg_slot;             /* registry index -> slots index */
     hvd_host_list_t plan_hosts; /* the current round's hosts (the plan borrows names) */
     hvd_slot_plan_t plan;
-    bool announced;     /* elastic_ev.r<round>/hosts was written */
-    bool aborted;       /* the abort keys of this round were written */
-    int64_t success_ms; /* first SUCCESS of the round, 0 if none */
+    bool announced;          /* elastic_ev.r<round>/hosts was written */
+    bool aborted;            /* the abort keys of this round were written */
+    int64_t aborted_ms;      /* when */
+    int64_t waiting_said_ms; /* last "waiting for ..." message */
+    int64_t success_ms;      /* first SUCCESS of the round, 0 if none */
     int64_t wait_start_ms;
     long first_failure; /* slots index of the job's first failure, -1 */
     int first_failure_worker;
@@ -109,6 +114,9 @@ static void abort_round(driver_t *d, const char *why) {
     if (d->aborted)
         return;
     d->aborted = true;
+    d->aborted_ms = hvd__clock_now_ms();
+    /* the first "still waiting for" after STRAGGLER_FIRST_SAY_MS, then every STRAGGLER_SAY_MS */
+    d->waiting_said_ms = d->aborted_ms - STRAGGLER_SAY_MS + STRAGGLER_FIRST_SAY_MS;
     char scope[HVD_ELASTIC_NAME_MAX];
     hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_INIT, d->round, scope);
     put_text(d, scope, HVD_ELASTIC_ABORT_KEY, why);
@@ -459,6 +467,49 @@ static void check_silence(driver_t *d) {
     }
 }
 
+/* After a failure, live workers that have not left the round yet: alive (they send heartbeats)
+ * but not calling hvd, e.g. in a long step of their own. Say every STRAGGLER_SAY_MS whom the
+ * driver waits for; after --elastic-timeout they are ended as failed (the reference waits on
+ * its barrier for ever). */
+static void check_stragglers(driver_t *d) {
+    if (!d->aborted)
+        return;
+    int64_t now = hvd__clock_now_ms();
+    bool expired = now - d->aborted_ms >= (int64_t)d->cfg->elastic_timeout_s * 1000;
+    bool say = now - d->waiting_said_ms >= STRAGGLER_SAY_MS;
+    char list[512] = "";
+    size_t used = 0, n = 0;
+    for (size_t k = 0; k < d->nslots; k++) {
+        slot_t *s = d->slots[k];
+        long i = reg_index(d, s);
+        if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
+            continue;
+        n++;
+        if (used < sizeof list)
+            used +=
+                (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", s->key);
+        if (!expired)
+            continue;
+        char cause[160];
+        snprintf(cause, sizeof cause,
+                 "did not leave round %d within %d s (--elastic-timeout) after it failed; "
+                 "ending it",
+                 d->round, d->cfg->elastic_timeout_s);
+        if (s->worker >= 0)
+            hvd__workers_kill(d->workers, (size_t)s->worker);
+        if (!d->failure_code)
+            d->failure_code = 1;
+        fail_slot(d, s, cause);
+    }
+    if (n && say && !expired) {
+        d->waiting_said_ms = now;
+        SAY(d,
+            "horovodrun: elastic: round %d failed %lld s ago; still waiting for %zu worker%s to "
+            "leave it: %s\n",
+            d->round, (long long)((now - d->aborted_ms) / 1000), n, n == 1 ? "" : "s", list);
+    }
+}
+
 /* Discovery changed the hosts during the round: tell its workers if the world would change. */
 static void check_hosts(driver_t *d) {
     int flags = atomic_exchange(&d->hosts_changed, 0);
@@ -735,6 +786,7 @@ static hvd_status_t drive(driver_t *d) {
         } else {
             read_ready(d);
             check_silence(d);
+            check_stragglers(d);
             check_hosts(d);
             if (hvd__registry_complete(&d->reg))
                 st = end_round(d);

@@ -3,6 +3,7 @@
  *
  *   horovodrun --host-discovery-script d.sh -np 3 --min-np 2 elastic_worker --steps N
  *       --commit-every K [--sleep-ms M] [--state-mb S] [--print-pid] [--bench]
+ *       [--hang-on-failure HOST]
  *
  * State: a step counter, an accumulator and a float64 vector (S MB, default 8 KiB), all
  * registered with hvd_elastic_state_add, so the library saves, restores and syncs them. Each
@@ -17,6 +18,9 @@
  *     done step <N> acc <N (N - 1) / 2> resets <resets>
  * --print-pid: after every (re)initialisation every rank prints "pid <rank> <host> <pid>"
  * (host = HOROVOD_HOSTNAME), so a test can pick a victim to kill.
+ * --hang-on-failure HOST: the worker on HOST, once a collective fails because a peer was lost,
+ * hangs without calling hvd again (its agent still sends heartbeats): the driver must end it
+ * after --elastic-timeout.
  * --bench: after every reset rank 0 prints, once its first allreduce of the new world
  * succeeded, "recovered <ms since this rank first saw the failure> <CLOCK_REALTIME ms>".
  * A worker the driver removes, or a job the driver stops, exits 0 after printing the reason
@@ -35,6 +39,7 @@ typedef struct {
     int sleep_ms;
     double state_mb;
     int print_pid, bench;
+    const char *hang_host; /* --hang-on-failure HOST */
 } opts_t;
 
 typedef struct {
@@ -70,6 +75,13 @@ static void print_pid(const worker_t *w) {
 
 /* A failure about to be recovered from: remember when this rank saw it first. */
 static hvd_status_t failed(worker_t *w, hvd_status_t st, const char *what) {
+    const char *host = getenv("HOROVOD_HOSTNAME");
+    if (w->o.hang_host && host && strcmp(host, w->o.hang_host) == 0 && st == HVD_ERR_PEER_LOST) {
+        /* a user's code that never calls hvd again (its agent still sends heartbeats) */
+        fprintf(stderr, "elastic_worker: rank %d: %s failed; hanging as asked\n", hvd_rank(), what);
+        for (;;)
+            pause();
+    }
     if (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT || st == HVD_ERR_HOSTS_UPDATED) {
         if (!w->failed_ms)
             w->failed_ms = mono_ms();
@@ -136,7 +148,7 @@ static hvd_status_t train(hvd_elastic_state_t *state, void *arg) {
 
 static int usage(void) {
     fprintf(stderr, "usage: elastic_worker --steps N --commit-every K [--sleep-ms M] "
-                    "[--state-mb S] [--print-pid] [--bench]\n");
+                    "[--state-mb S] [--print-pid] [--bench] [--hang-on-failure HOST]\n");
     return 2;
 }
 
@@ -155,6 +167,11 @@ static int parse(int argc, char **argv, opts_t *o) {
         }
         if (!v)
             return -1;
+        if (strcmp(a, "--hang-on-failure") == 0) {
+            o->hang_host = v;
+            i++;
+            continue;
+        }
         char *end;
         if (strcmp(a, "--steps") == 0)
             o->steps = strtoll(v, &end, 10);

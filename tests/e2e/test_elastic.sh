@@ -134,6 +134,22 @@ scenario_stop() {
   expect_contains "stop: host blacklisted" "$ERR" "blacklisting host 127.0.0.2"
 }
 
+# A worker alive but never leaving a failed round (stuck in its own code, heartbeats going on):
+# named while the driver waits, ended after --elastic-timeout, and the others go on.
+scenario_straggler() {
+  set_hosts 127.0.0.1:1 127.0.0.2:1 127.0.0.3:1
+  start_job --host-discovery-script "$DISCOVER" -np 3 --min-np 1 --elastic-timeout 7 "$WORKER" \
+    --steps 120 "${ARGS[@]}" --hang-on-failure 127.0.0.3
+  wait_until 30 commit_at_least 4 || fail "straggler: no progress: $(cat "$TMP/err")"
+  kill -KILL "$(pid_of 1 127.0.0.2)"
+  expect_completed "straggler" 120
+  expect_contains "straggler: it hung" "$ERR" "hanging as asked"
+  expect_contains "straggler: ended" "$ERR" \
+    "host 127.0.0.3, local rank 0) did not leave round 0 within 7 s (--elastic-timeout)"
+  expect_contains "straggler: named while waited for" "$ERR" "still waiting for 1 worker to leave it: 127.0.0.3:0"
+  expect_contains "straggler: the job went on alone" "$OUT" "size 1 "
+}
+
 # 6. Every worker fails: the job stops with an error naming the first failure.
 scenario_all_fail() {
   set_hosts 127.0.0.1:1 127.0.0.2:1
@@ -205,8 +221,8 @@ scenario_hang() {
 }
 
 only=${1:-}
-for s in add_host remove_host kill_worker kill_rank0 fixed_hosts stop all_fail reset_limit \
-  cooldown malformed hang; do
+for s in add_host remove_host kill_worker kill_rank0 fixed_hosts stop straggler all_fail \
+  reset_limit cooldown malformed hang; do
   [[ -z "$only" || "$only" == "$s" ]] || continue
   echo "--- $s"
   case $s in
