@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "rendezvous/kv_auth.h"
 #include "rendezvous/kv_protocol.h"
@@ -108,21 +109,13 @@ static const char *const method_names[] = {"?", "GET", "PUT", "DELETE"};
 
 /* ---- small helpers ---- */
 
-static uint64_t fnv1a(uint64_t h, const char *s) {
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static request_t **key_bucket(hvd_kv_server_t *s, const char *scope, const char *key) {
-    uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, scope) ^ '/', key);
+    uint64_t h = hvd__hash_fnv1a(hvd__hash_fnv1a(HVD_HASH_FNV_BASIS, scope) ^ '/', key);
     return &s->key_waiters[(h ^ (h >> 29)) & (WAIT_BUCKETS - 1)];
 }
 
 static request_t **scope_bucket(hvd_kv_server_t *s, const char *scope) {
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, scope);
+    uint64_t h = hvd__hash_fnv1a(HVD_HASH_FNV_BASIS, scope);
     return &s->scope_waiters[(h ^ (h >> 29)) & (WAIT_BUCKETS - 1)];
 }
 

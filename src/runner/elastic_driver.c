@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "os/spawn.h"
 #include "rendezvous/elastic_msg.h"
 #include "rendezvous/kv_store.h"
@@ -33,6 +34,7 @@ typedef struct {
     int local_rank;
     char key[HVD_ELASTIC_NAME_MAX]; /* "host:local_rank", the protocol's name for it */
     long worker;                    /* the pool id of its live worker, -1 when none */
+    long reg; /* its index in the current round's registry (= rank), -1 when none */
     int remote;
     int64_t started_ms;  /* its worker's start */
     int64_t beat_ms;     /* its worker's last heartbeat, 0 before the first (beat_lock) */
@@ -65,6 +67,13 @@ typedef struct {
     pthread_mutex_t beat_lock;
     slot_t **slots;
     size_t nslots, slots_cap;
+    /* Lookups in O(1), for heartbeats under the store's lock and for big jobs: slots by key
+     * (open addressing, at most half full; changed only by the loop, under beat_lock) and by
+     * worker id. */
+    slot_t **by_key;
+    size_t by_key_cap;
+    slot_t **by_worker;
+    size_t by_worker_cap;
     atomic_int ready_dirty;                  /* a ready record arrived */
     char ready_prefix[HVD_ELASTIC_NAME_MAX]; /* every round's ready scope starts with it */
 
@@ -124,15 +133,27 @@ static void abort_round(driver_t *d, const char *why) {
     put_text(d, scope, HVD_ELASTIC_ABORT_KEY, why);
 }
 
+/* The slot named key, or NULL. */
+static slot_t *slot_by_key(const driver_t *d, const char *key) {
+    if (!d->by_key_cap)
+        return NULL;
+    size_t mask = d->by_key_cap - 1;
+    for (size_t j = hvd__hash_fnv1a(HVD_HASH_FNV_BASIS, key) & mask; d->by_key[j];
+         j = (j + 1) & mask)
+        if (strcmp(d->by_key[j]->key, key) == 0)
+            return d->by_key[j];
+    return NULL;
+}
+
 /* Called by the store after every PUT (store lock held: no store calls, no blocking). */
 static void on_store_put(void *arg, const char *scope, const char *key) {
     driver_t *d = arg;
     if (strcmp(scope, HVD_ELASTIC_ALIVE_SCOPE) == 0) {
         int64_t now = hvd__clock_now_ms();
         pthread_mutex_lock(&d->beat_lock);
-        for (size_t i = 0; i < d->nslots; i++)
-            if (strcmp(d->slots[i]->key, key) == 0)
-                d->slots[i]->beat_ms = now;
+        slot_t *s = slot_by_key(d, key);
+        if (s)
+            s->beat_ms = now;
         pthread_mutex_unlock(&d->beat_lock);
     } else if (strncmp(scope, d->ready_prefix, strlen(d->ready_prefix)) == 0) {
         atomic_store(&d->ready_dirty, 1);
@@ -143,17 +164,55 @@ static void on_store_put(void *arg, const char *scope, const char *key) {
 /* ---- slots --------------------------------------------------------------------------------- */
 
 static slot_t *find_slot(driver_t *d, const char *host, int local_rank) {
-    for (size_t i = 0; i < d->nslots; i++)
-        if (d->slots[i]->local_rank == local_rank && strcmp(d->slots[i]->host, host) == 0)
-            return d->slots[i];
-    return NULL;
+    char key[HVD_ELASTIC_NAME_MAX];
+    return hvd__elastic_msg_slot(host, local_rank, key) == HVD_OK ? slot_by_key(d, key) : NULL;
 }
 
 static slot_t *slot_of_worker(driver_t *d, size_t id) {
-    for (size_t i = 0; i < d->nslots; i++)
-        if (d->slots[i]->worker == (long)id)
-            return d->slots[i];
-    return NULL;
+    slot_t *s = id < d->by_worker_cap ? d->by_worker[id] : NULL;
+    return s && s->worker == (long)id ? s : NULL;
+}
+
+/* Remember that worker id runs slot s. */
+static hvd_status_t set_worker(driver_t *d, slot_t *s, size_t id) {
+    if (id >= d->by_worker_cap) {
+        size_t cap = d->by_worker_cap ? d->by_worker_cap : 16;
+        while (cap <= id)
+            cap *= 2;
+        slot_t **grown = realloc(d->by_worker, cap * sizeof *grown);
+        if (!grown)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for workers");
+        memset(grown + d->by_worker_cap, 0, (cap - d->by_worker_cap) * sizeof *grown);
+        d->by_worker = grown;
+        d->by_worker_cap = cap;
+    }
+    d->by_worker[id] = s;
+    s->worker = (long)id;
+    return HVD_OK;
+}
+
+/* Put s in the key index (beat_lock held), growing it to stay at most half full. */
+static hvd_status_t index_slot(driver_t *d, slot_t *s) {
+    if (2 * (d->nslots + 1) > d->by_key_cap) {
+        size_t cap = d->by_key_cap ? 2 * d->by_key_cap : 64;
+        slot_t **t = calloc(cap, sizeof *t);
+        if (!t)
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for slots");
+        for (size_t i = 0; i < d->nslots; i++) {
+            size_t j = hvd__hash_fnv1a(HVD_HASH_FNV_BASIS, d->slots[i]->key) & (cap - 1);
+            while (t[j])
+                j = (j + 1) & (cap - 1);
+            t[j] = d->slots[i];
+        }
+        free(d->by_key);
+        d->by_key = t;
+        d->by_key_cap = cap;
+    }
+    size_t j = hvd__hash_fnv1a(HVD_HASH_FNV_BASIS, s->key) & (d->by_key_cap - 1);
+    while (d->by_key[j])
+        j = (j + 1) & (d->by_key_cap - 1);
+    d->by_key[j] = s;
+    return HVD_OK;
 }
 
 static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot_t **s_p) {
@@ -164,6 +223,7 @@ static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot
     }
     s->local_rank = local_rank;
     s->worker = -1;
+    s->reg = -1;
     s->rank = -1;
     hvd_status_t st = hvd__elastic_msg_slot(host, local_rank, s->key);
     if (st != HVD_OK) {
@@ -176,17 +236,23 @@ static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot
     if (d->nslots == d->slots_cap) {
         size_t cap = d->slots_cap ? 2 * d->slots_cap : 16;
         slot_t **grown = realloc(d->slots, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&d->beat_lock);
-            free(s->host);
-            free(s);
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for slots");
+        if (grown) {
+            d->slots = grown;
+            d->slots_cap = cap;
+        } else {
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for slots");
         }
-        d->slots = grown;
-        d->slots_cap = cap;
     }
-    d->slots[d->nslots++] = s;
+    if (st == HVD_OK)
+        st = index_slot(d, s);
+    if (st == HVD_OK)
+        d->slots[d->nslots++] = s;
     pthread_mutex_unlock(&d->beat_lock);
+    if (st != HVD_OK) {
+        free(s->host);
+        free(s);
+        return st;
+    }
     *s_p = s;
     return HVD_OK;
 }
@@ -304,7 +370,8 @@ static bool same_plan(const hvd_slot_plan_t *a, const hvd_slot_plan_t *b) {
 /* ---- worker outcomes ----------------------------------------------------------------------- */
 
 static long reg_index(driver_t *d, const slot_t *s) {
-    return hvd__registry_find(&d->reg, s->host, s->local_rank);
+    (void)d;
+    return s->reg;
 }
 
 static void kill_host(driver_t *d, const char *host, const slot_t *except);
@@ -645,6 +712,9 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
     }
     if (st == HVD_OK)
         st = hvd__registry_reset(&d->reg, round, names, lrs, plan->count);
+    /* the registry is in rank order: a slot's place in it is its rank */
+    for (size_t k = 0; k < d->nslots; k++)
+        d->slots[k]->reg = st == HVD_OK ? d->slots[k]->rank : -1;
     hvd__slot_plan_fini(&d->plan);
     hvd__hosts_fini(&d->plan_hosts);
     d->plan = *plan;
@@ -688,7 +758,10 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
         st = hvd__workers_start(d->workers, sl, s->remote, &env, &id);
         if (st != HVD_OK)
             break;
-        s->worker = (long)id;
+        if ((st = set_worker(d, s, id)) != HVD_OK) {
+            hvd__workers_kill(d->workers, id);
+            break;
+        }
         s->started_ms = hvd__clock_now_ms();
         s->start_round = round;
         s->leaving_failure = 0;
@@ -886,6 +959,8 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
         free(d->slots[k]);
     }
     free(d->slots);
+    free(d->by_key);
+    free(d->by_worker);
     pthread_cond_destroy(&d->hm_cond);
     pthread_mutex_destroy(&d->hm_lock);
     pthread_mutex_destroy(&d->beat_lock);
