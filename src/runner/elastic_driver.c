@@ -62,6 +62,14 @@ typedef struct {
     hvd_status_t discovery_status; /* the first run's failure: fatal */
     char discovery_error[1024];
     atomic_int hosts_changed; /* hvd_host_update_t flags since the loop last looked */
+    /* Hosts discovery found, checked once (discovery thread only): local, reachable over
+     * ssh, or not reachable until retry_ms. */
+    struct reach {
+        char *host;
+        int ok;
+        int64_t retry_ms;
+    } * reach;
+    size_t nreach, reach_cap;
 
     /* Slots, and their heartbeats (written by the store watcher under beat_lock). */
     pthread_mutex_t beat_lock;
@@ -286,6 +294,64 @@ static hvd_status_t discover(driver_t *d, hvd_host_list_t *list) {
     return HVD_OK;
 }
 
+/* The entry of host in the reach table, added (not yet checked: ok 0, retry_ms 0) if new;
+ * NULL when out of memory. */
+static struct reach *reach_of(driver_t *d, const char *host) {
+    for (size_t i = 0; i < d->nreach; i++)
+        if (strcmp(d->reach[i].host, host) == 0)
+            return &d->reach[i];
+    if (d->nreach == d->reach_cap) {
+        size_t cap = d->reach_cap ? 2 * d->reach_cap : 16;
+        struct reach *grown = realloc(d->reach, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        d->reach = grown;
+        d->reach_cap = cap;
+    }
+    struct reach *r = &d->reach[d->nreach];
+    *r = (struct reach){.host = strdup(host)};
+    if (!r->host)
+        return NULL;
+    d->nreach++;
+    return r;
+}
+
+/* Keep only the discovered hosts workers can be started on: this machine's, and remote ones
+ * that answered ssh (each checked once, as horovodrun checks the hosts it starts with; one
+ * that does not answer is left out and tried again after HVD_ELASTIC_SSH_RETRY_MS). Without
+ * this, an unreachable new host would cost the job a reset: its worker would fail to start
+ * while the others wait for it. */
+static void keep_reachable(driver_t *d, hvd_host_list_t *list) {
+    size_t kept = 0;
+    int64_t now = hvd__clock_now_ms();
+    for (size_t i = 0; i < list->count; i++) {
+        hvd_host_t *h = &list->hosts[i];
+        struct reach *r = reach_of(d, h->name);
+        if (r && !r->ok && r->retry_ms <= now) {
+            if (hvd__netif_is_local_host(h->name, d->cfg->ifs, d->cfg->nifs)) {
+                r->ok = 1;
+            } else {
+                const char *one[] = {h->name};
+                r->ok = hvd__ssh_check_hosts(d->cfg->workers->ssh, one, 1, d->cfg->start_timeout_s,
+                                             d->verbose, d->cfg->workers->out_fd,
+                                             d->cfg->workers->err_fd) == HVD_OK;
+                if (!r->ok) {
+                    r->retry_ms = hvd__clock_now_ms() + HVD_ELASTIC_SSH_RETRY_MS;
+                    SAY(d,
+                        "horovodrun: elastic: discovered host %s does not answer ssh; not "
+                        "using it (next try in %d s).\n",
+                        h->name, HVD_ELASTIC_SSH_RETRY_MS / 1000);
+                }
+            }
+        }
+        if (r && r->ok)
+            list->hosts[kept++] = *h;
+        else
+            free(h->name);
+    }
+    list->count = kept;
+}
+
 static void *discovery_main(void *arg) {
     driver_t *d = arg;
     int interval = d->cfg->discovery_interval_ms > 0 ? d->cfg->discovery_interval_ms
@@ -295,6 +361,8 @@ static void *discovery_main(void *arg) {
         pthread_mutex_unlock(&d->hm_lock);
         hvd_host_list_t list = {0};
         hvd_status_t st = discover(d, &list);
+        if (st == HVD_OK)
+            keep_reachable(d, &list);
         char error[1024];
         snprintf(error, sizeof error, "%s", st == HVD_OK ? "" : hvd_last_error());
         pthread_mutex_lock(&d->hm_lock);
@@ -896,6 +964,13 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
     d->wcfg.arg = d;
     d->wcfg.max_workers = HVD_ELASTIC_MAX_WORKERS;
     d->wcfg.output_np = cfg->max_np > 0 ? cfg->max_np : 1000;
+    /* the hosts horovodrun checked before the job (and the discovery thread's first answer is
+     * among them) are not checked again */
+    for (size_t i = 0; i < cfg->nverified; i++) {
+        struct reach *r = reach_of(d, cfg->verified[i]);
+        if (r)
+            r->ok = 1;
+    }
     hvd__registry_init(&d->reg);
     pthread_mutex_init(&d->beat_lock, NULL);
     pthread_mutex_init(&d->hm_lock, NULL);
@@ -961,6 +1036,9 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
     free(d->slots);
     free(d->by_key);
     free(d->by_worker);
+    for (size_t i = 0; i < d->nreach; i++)
+        free(d->reach[i].host);
+    free(d->reach);
     pthread_cond_destroy(&d->hm_cond);
     pthread_mutex_destroy(&d->hm_lock);
     pthread_mutex_destroy(&d->beat_lock);

@@ -30,6 +30,8 @@
 
 /* How often discovery runs (reference: DISCOVER_HOSTS_FREQUENCY_SECS). */
 #define HVD_ELASTIC_DISCOVERY_INTERVAL_MS 1000
+/* A discovered host that did not answer ssh is tried again after this long. */
+#define HVD_ELASTIC_SSH_RETRY_MS 10000
 /* Most workers started over a job's life. */
 #define HVD_ELASTIC_MAX_WORKERS 65536
 
@@ -51,6 +53,10 @@ typedef struct {
     const hvd_workers_config_t *workers;
     const hvd_netif_t *ifs; /* this machine's interfaces: which hosts are local */
     size_t nifs;
+    /* Remote hosts already checked over ssh; other remote hosts are checked when discovery
+     * first lists them, and left out while they do not answer. */
+    const char *const *verified;
+    size_t nverified;
     int verbose;
 } hvd_elastic_config_t;
 

@@ -368,9 +368,10 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
 
 /* Elastic mode (runner/elastic_driver.h): the driver starts and replaces workers. */
 static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_t *hosts,
-                                   const hvd_env_list_t *exports, const hvd_secret_t *secret,
-                                   hvd_kv_server_t *server, const hvd_ssh_opts_t *ssh,
-                                   const char *exe, const char *cwd, int *code_p) {
+                                   const job_hosts_t *jh, const hvd_env_list_t *exports,
+                                   const hvd_secret_t *secret, hvd_kv_server_t *server,
+                                   const hvd_ssh_opts_t *ssh, const char *exe, const char *cwd,
+                                   int *code_p) {
     hvd_netif_t *ifs = NULL;
     size_t nifs = 0;
     hvd_status_t st = hvd__netif_list(&ifs, &nifs);
@@ -407,6 +408,8 @@ static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_
                                .workers = &wc,
                                .ifs = ifs,
                                .nifs = nifs,
+                               .verified = jh->remote_names,
+                               .nverified = jh->nremote,
                                .verbose = s->verbose};
     fflush(stdout);
     st = hvd__elastic_run(&ec, code_p);
@@ -505,7 +508,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     if (st == HVD_OK && mpi) {
         st = launch_mpi(s, hosts, impl, &exports, &secret, nics, &code);
     } else if (st == HVD_OK && s->elastic) {
-        st = launch_elastic(s, hosts, &exports, &secret, server, &ssh, exe, cwd, &code);
+        st = launch_elastic(s, hosts, &jh, &exports, &secret, server, &ssh, exe, cwd, &code);
     } else if (st == HVD_OK) {
         hvd_launch_config_t lc = {.plan = plan,
                                   .command = s->command,

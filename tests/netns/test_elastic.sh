@@ -4,7 +4,8 @@
 #   1. h3 is cut off (its link taken down) mid-training: the driver hears no heartbeat from
 #      its worker for HOROVOD_GLOO_TIMEOUT_SECONDS, blacklists h3, and the job goes on on h1
 #      and h2 to the exact result, within the timeout + a few seconds, not after a hang;
-#   2. when the link comes back, nothing of the job is left running on h3.
+#   2. when the link comes back, nothing of the job is left running on h3;
+#   3. a host discovery adds while its sshd is down is left out with ssh's error and no reset.
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 set -euo pipefail
 : "${HVD_BUILD_DIR:?set by ctest}"
@@ -61,4 +62,24 @@ h3_workers() { ip netns pids "${HVD_NETBED_PREFIX}h3" | xargs -r -n1 sh -c 'grep
 no_h3_workers() { [[ -z "$(h3_workers)" ]]; }
 wait_until 60 no_h3_workers || fail "the worker on h3 outlived the job: $(h3_workers)"
 ok "nothing left on h3 once its link is back"
+# 3. A host discovery adds while its sshd is down is left out with a message, and costs no reset.
+kill "$(cat "$HVD_NETBED_DIR/h3/sshd.pid")"
+printf 'h1:1\nh2:1\n' >"$TMP/hosts"
+(cd "$TMP" && on h1 timeout -k 5 150 "$HVDRUN" --host-discovery-script "$TMP/discover.sh" \
+  -np 2 --min-np 2 --start-timeout 3 --network-interface eth0 "$WORKER" --steps 100 \
+  --commit-every 2 --sleep-ms 40 >"$TMP/out" 2>"$TMP/err") &
+job=$!
+wait_until 60 commit_at_least 4 || fail "no progress on h1, h2: $(cat "$TMP/out" "$TMP/err")"
+printf 'h1:1\nh2:1\nh3:1\n' >"$TMP/hosts"
+wait_until 30 saw 'discovered host h3 does not answer ssh' ||
+  fail "unreachable h3 not reported: $(cat "$TMP/err")"
+set +e
+wait "$job"
+rc=$?
+set -e
+[[ $rc -eq 0 ]] || fail "the job failed after h3 was discovered (exit $rc): $(cat "$TMP/err")"
+grep -aq 'done step 100 ' "$TMP/out" || fail "no exact result: $(cat "$TMP/out")"
+if grep -q 'round 1' "$TMP/err"; then fail "an unreachable host cost a reset: $(cat "$TMP/err")"; fi
+grep -q 'ssh not successful for host h3' "$TMP/err" || fail "ssh's error not shown: $(cat "$TMP/err")"
+ok "h3 added while unreachable over ssh: left out with ssh's error, no reset"
 echo "PASS: test_elastic (netns)"
