@@ -236,6 +236,17 @@ out:
     return st;
 }
 
+/* Between two polls of the driver: sleep, or HVD_ERR_TIMEOUT (error cleared, for the caller
+ * to name what it waited for) when the next poll would pass the deadline. */
+static hvd_status_t poll_pause(const task_t *t) {
+    if (hvd__clock_now_ms() + POLL_MS >= t->deadline_ms) {
+        hvd__error_clear();
+        return HVD_ERR_TIMEOUT;
+    }
+    hvd__clock_sleep_ms(POLL_MS);
+    return HVD_OK;
+}
+
 /* Poll the driver until task j has registered. */
 static hvd_status_t get_successor(task_t *t, uint32_t j, hvd_disc_task_info_t *info) {
     uint8_t body[16];
@@ -257,12 +268,7 @@ static hvd_status_t get_successor(task_t *t, uint32_t j, hvd_disc_task_info_t *i
         hvd__svc_dec_init(&d, t->resp, rlen, "NOT_YET");
         if (hvd__svc_dec_str(&d, "host", info->host, sizeof info->host) == HVD_OK)
             memcpy(host, info->host, sizeof host);
-        if (hvd__clock_now_ms() + POLL_MS >= t->deadline_ms) {
-            hvd__error_clear();
-            st = HVD_ERR_TIMEOUT;
-            break;
-        }
-        hvd__clock_sleep_ms(POLL_MS);
+        st = poll_pause(t);
     }
     /* The deadline may pass inside a call (the call's error follows) as well as between
      * calls: either way, say whom this task was waiting for. */
@@ -338,12 +344,7 @@ static hvd_status_t report_and_wait(task_t *t, uint32_t j, const hvd_disc_addrs_
             st = hvd__error_set(HVD_ERR_PROTOCOL, "the driver answered WAIT_DONE with type %u", rt);
             break;
         }
-        if (hvd__clock_now_ms() + POLL_MS >= t->deadline_ms) {
-            hvd__error_clear();
-            st = HVD_ERR_TIMEOUT;
-            break;
-        }
-        hvd__clock_sleep_ms(POLL_MS);
+        st = poll_pause(t);
     }
     if (st == HVD_ERR_TIMEOUT)
         wrap_timeout(st,

@@ -167,6 +167,15 @@ hvd_status_t hvd__svc_response_verify(const uint8_t in[HVD_SVC_RESP_PREFIX_LEN],
     return HVD_OK;
 }
 
+/* A message of len bytes is a prefix_len-byte header plus exactly body_len bytes. */
+static hvd_status_t check_framing(const char *what, size_t len, size_t prefix_len,
+                                  uint32_t body_len) {
+    if (len - prefix_len != body_len)
+        return hvd__error_set(HVD_ERR_PROTOCOL, "%s body of %zu bytes, the header says %u", what,
+                              len - prefix_len, body_len);
+    return HVD_OK;
+}
+
 hvd_status_t hvd__svc_request_parse(const uint8_t *buf, size_t len,
                                     const uint8_t nonce_s[HVD_SVC_NONCE_LEN], uint32_t expected_seq,
                                     const hvd_secret_t *secret, hvd_svc_head_t *h_p,
@@ -178,9 +187,8 @@ hvd_status_t hvd__svc_request_parse(const uint8_t *buf, size_t len,
     hvd_status_t st = hvd__svc_request_head_decode(buf, &h);
     if (st != HVD_OK)
         return st;
-    if (len - HVD_SVC_REQ_PREFIX_LEN != h.len)
-        return hvd__error_set(HVD_ERR_PROTOCOL, "REQUEST body of %zu bytes, the header says %u",
-                              len - HVD_SVC_REQ_PREFIX_LEN, h.len);
+    if ((st = check_framing("REQUEST", len, HVD_SVC_REQ_PREFIX_LEN, h.len)) != HVD_OK)
+        return st;
     st = hvd__svc_request_verify(buf, &h, buf + HVD_SVC_REQ_PREFIX_LEN, nonce_s, expected_seq,
                                  secret);
     if (st != HVD_OK)
@@ -202,9 +210,8 @@ hvd_status_t hvd__svc_response_parse(const uint8_t *buf, size_t len,
     hvd_status_t st = hvd__svc_response_head_decode(buf, &h);
     if (st != HVD_OK)
         return st;
-    if (len - HVD_SVC_RESP_PREFIX_LEN != h.len)
-        return hvd__error_set(HVD_ERR_PROTOCOL, "RESPONSE body of %zu bytes, the header says %u",
-                              len - HVD_SVC_RESP_PREFIX_LEN, h.len);
+    if ((st = check_framing("RESPONSE", len, HVD_SVC_RESP_PREFIX_LEN, h.len)) != HVD_OK)
+        return st;
     st = hvd__svc_response_verify(buf, &h, buf + HVD_SVC_RESP_PREFIX_LEN, nonce_s, nonce_c, seq,
                                   secret);
     if (st != HVD_OK)
