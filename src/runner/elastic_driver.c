@@ -109,8 +109,7 @@ typedef struct {
 
 #define SAY(d, ...) hvd__workers_say((d)->workers, __VA_ARGS__)
 
-static void describe_slot(const driver_t *d, const slot_t *s, char *out, size_t size) {
-    (void)d;
+static void describe_slot(const slot_t *s, char *out, size_t size) {
     if (s->rank >= 0)
         snprintf(out, size, "rank %d (host %s, local rank %d)", s->rank, s->host, s->local_rank);
     else
@@ -437,22 +436,17 @@ static bool same_plan(const hvd_slot_plan_t *a, const hvd_slot_plan_t *b) {
 
 /* ---- worker outcomes ----------------------------------------------------------------------- */
 
-static long reg_index(driver_t *d, const slot_t *s) {
-    (void)d;
-    return s->reg;
-}
-
 static void kill_host(driver_t *d, const char *host, const slot_t *except);
 
 /* A worker of the current round failed (its process ended badly, or it went silent): record
  * it, tell the round, blacklist its host and end the other workers there (reference 7.3: a
  * host's failure ends every process on it). */
 static void fail_slot(driver_t *d, slot_t *s, const char *cause) {
-    long i = reg_index(d, s);
+    long i = s->reg;
     if (i < 0 || !hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE))
         return;
     char who[400];
-    describe_slot(d, s, who, sizeof who);
+    describe_slot(s, who, sizeof who);
     if (d->first_failure < 0) {
         for (size_t k = 0; k < d->nslots; k++)
             if (d->slots[k] == s)
@@ -483,7 +477,7 @@ static void kill_host(driver_t *d, const char *host, const slot_t *except) {
         slot_t *o = d->slots[k];
         if (o == except || strcmp(o->host, host) != 0)
             continue;
-        long i = reg_index(d, o);
+        long i = o->reg;
         if (i >= 0)
             hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE);
         if (o->worker >= 0)
@@ -498,7 +492,7 @@ static void on_worker_exit(void *arg, size_t id, int status, int stopped) {
         return;
     s->worker = -1;
     int code = hvd__spawn_exit_code(status);
-    long i = reg_index(d, s);
+    long i = s->reg;
     if (i < 0 || stopped || d->phase == PHASE_ENDING) {
         if (d->verbose)
             SAY(d, "horovodrun: elastic: worker on %s exited with status %d (not in round %d).\n",
@@ -529,7 +523,7 @@ static void read_ready(driver_t *d) {
     hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_READY, d->round, scope);
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
-        long i = reg_index(d, s);
+        long i = s->reg;
         if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
             continue;
         uint8_t *v = NULL;
@@ -553,7 +547,7 @@ static void check_silence(driver_t *d) {
     int64_t now = hvd__clock_now_ms();
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
-        long i = reg_index(d, s);
+        long i = s->reg;
         if (s->worker < 0 || i < 0 || d->reg.slots[i].state == HVD_WORKER_SUCCESS ||
             d->reg.slots[i].state == HVD_WORKER_FAILURE)
             continue;
@@ -586,11 +580,11 @@ static void check_silence(driver_t *d) {
     if (d->success_ms && now - d->success_ms >= (int64_t)d->cfg->silence_timeout_s * 1000) {
         for (size_t k = 0; k < d->nslots; k++) {
             slot_t *s = d->slots[k];
-            long i = reg_index(d, s);
+            long i = s->reg;
             if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
                 continue;
             char who[400];
-            describe_slot(d, s, who, sizeof who);
+            describe_slot(s, who, sizeof who);
             SAY(d,
                 "horovodrun: elastic: %s has not finished %d s after another worker completed "
                 "the job; stopping it.\n",
@@ -616,7 +610,7 @@ static void check_stragglers(driver_t *d) {
     size_t used = 0, n = 0;
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
-        long i = reg_index(d, s);
+        long i = s->reg;
         if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
             continue;
         n++;
@@ -720,7 +714,7 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
                                           hvd__registry_count(&d->reg, HVD_WORKER_FAILURE) > 0;
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
-        long i = reg_index(d, s);
+        long i = s->reg;
         if (i >= 0 && d->reg.slots[i].state == HVD_WORKER_READY && s->leaving_failure)
             any_failure = true;
     }
@@ -728,7 +722,7 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
      * host survives"). */
     if (!first) {
         slot_t *r0 = find_slot(d, plan->slots[0].host, plan->slots[0].local_rank);
-        long i = r0 ? reg_index(d, r0) : -1;
+        long i = r0 ? r0->reg : -1;
         if (!r0 || r0->worker < 0 || i < 0 || d->reg.slots[i].state != HVD_WORKER_READY) {
             hvd__slot_plan_fini(plan);
             hvd__hosts_fini(hosts);
@@ -943,7 +937,7 @@ static void report(driver_t *d) {
         hvd__workers_interrupted(d->workers))
         return;
     char who[400];
-    describe_slot(d, d->slots[d->first_failure], who, sizeof who);
+    describe_slot(d->slots[d->first_failure], who, sizeof who);
     hvd__workers_report(d->workers, (size_t)d->first_failure_worker, who);
 }
 

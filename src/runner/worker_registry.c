@@ -38,13 +38,6 @@ hvd_status_t hvd__registry_reset(hvd_worker_registry_t *r, int round, const char
     return HVD_OK;
 }
 
-long hvd__registry_find(const hvd_worker_registry_t *r, const char *host, int local_rank) {
-    for (size_t i = 0; i < r->count; i++)
-        if (r->slots[i].local_rank == local_rank && strcmp(r->slots[i].host, host) == 0)
-            return (long)i;
-    return -1;
-}
-
 int hvd__registry_record(hvd_worker_registry_t *r, size_t i, hvd_worker_state_t state) {
     if (i >= r->count || state == HVD_WORKER_PENDING)
         return 0;

@@ -50,8 +50,6 @@ void hvd__registry_fini(hvd_worker_registry_t *r);
  * registry empty. */
 hvd_status_t hvd__registry_reset(hvd_worker_registry_t *r, int round, const char *const *hosts,
                                  const int *local_ranks, size_t count);
-/* The index of slot host:local_rank in this round, or -1. */
-long hvd__registry_find(const hvd_worker_registry_t *r, const char *host, int local_rank);
 /* Record state for slot i. Returns 1 when recorded, 0 when the transition is refused (see
  * above). */
 int hvd__registry_record(hvd_worker_registry_t *r, size_t i, hvd_worker_state_t state);

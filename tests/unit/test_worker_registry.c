@@ -28,14 +28,15 @@ static bool blacklisted(void *arg, const char *host) {
     return black && strstr(black, host) != NULL;
 }
 
-static void test_find_and_complete(void **state) {
+static void test_slots_and_complete(void **state) {
     (void)state;
     hvd_worker_registry_t r;
     four(&r, 3);
     assert_int_equal(r.round, 3);
-    assert_int_equal(hvd__registry_find(&r, "b", 1), 3);
-    assert_int_equal(hvd__registry_find(&r, "b", 2), -1);
-    assert_int_equal(hvd__registry_find(&r, "c", 0), -1);
+    assert_string_equal(r.slots[3].host, "b");
+    assert_int_equal(r.slots[3].local_rank, 1);
+    assert_string_equal(r.slots[0].host, "a");
+    assert_int_equal(r.slots[0].local_rank, 0);
     assert_false(hvd__registry_complete(&r));
     for (size_t i = 0; i < 4; i++) {
         assert_false(hvd__registry_complete(&r));
@@ -113,14 +114,14 @@ static void test_reset_replaces(void **state) {
     assert_int_equal(r.round, 1);
     assert_int_equal(r.count, 1);
     assert_int_equal(r.slots[0].state, HVD_WORKER_PENDING);
-    assert_int_equal(hvd__registry_find(&r, "a", 0), -1);
+    assert_string_equal(r.slots[0].host, "b");
     assert_false(hvd__registry_complete(&r));
     hvd__registry_fini(&r);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_find_and_complete),
+        cmocka_unit_test(test_slots_and_complete),
         cmocka_unit_test(test_transitions),
         cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_reset_replaces),
