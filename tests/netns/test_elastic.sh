@@ -24,10 +24,28 @@ printf 'h1:1\nh2:1\nh3:1\n' >"$TMP/hosts"
 printf '#!/bin/sh\ncat "%s/hosts"\n' "$TMP" >"$TMP/discover.sh"
 chmod +x "$TMP/discover.sh"
 
-(cd "$TMP" && HOROVOD_GLOO_TIMEOUT_SECONDS=5 on h1 timeout -k 5 150 "$HVDRUN" \
-  --host-discovery-script "$TMP/discover.sh" -np 3 --min-np 2 --network-interface eth0 \
-  "$WORKER" --steps 150 --commit-every 2 --sleep-ms 40 --print-pid >"$TMP/out" 2>"$TMP/err") &
-job=$!
+# start_job NP STEPS [horovodrun options]: the elastic worker under horovodrun on h1, in the
+# background (output in $TMP/out and $TMP/err).
+start_job() {
+  local np=$1 steps=$2
+  shift 2
+  (cd "$TMP" && on h1 timeout -k 5 150 "$HVDRUN" --host-discovery-script "$TMP/discover.sh" \
+    -np "$np" --min-np 2 --network-interface eth0 "$@" "$WORKER" --steps "$steps" \
+    --commit-every 2 --sleep-ms 40 >"$TMP/out" 2>"$TMP/err") &
+  job=$!
+}
+
+# expect_completed STEPS WHAT: the job exited 0 with the worker's exact result.
+expect_completed() {
+  set +e
+  wait "$job"
+  local rc=$?
+  set -e
+  [[ $rc -eq 0 ]] || fail "the job did not complete $2 (exit $rc): $(cat "$TMP/err")"
+  grep -aq "done step $1 " "$TMP/out" || fail "no exact result $2: $(cat "$TMP/out")"
+}
+
+HOROVOD_GLOO_TIMEOUT_SECONDS=5 start_job 3 150
 
 commit_at_least() {
   local c
@@ -43,12 +61,7 @@ t0=$SECONDS
 wait_until 30 saw 'sent no heartbeat for 5 s' || fail "cut-off host not detected: $(cat "$TMP/err")"
 ((SECONDS - t0 <= 9)) || fail "cut-off host detected only after $((SECONDS - t0)) s"
 ok "h3 cut off: detected after $((SECONDS - t0)) s (timeout 5 s)"
-set +e
-wait "$job"
-rc=$?
-set -e
-[[ $rc -eq 0 ]] || fail "the job did not complete after losing h3 (exit $rc): $(cat "$TMP/err")"
-grep -aq 'done step 150 ' "$TMP/out" || fail "no exact result: $(cat "$TMP/out")"
+expect_completed 150 "after losing h3"
 grep -q 'blacklisting host h3' "$TMP/err" || fail "h3 not blacklisted: $(cat "$TMP/err")"
 prev=-1
 for c in $(grep -ao 'commit [0-9]*' "$TMP/out" | awk '{print $2}'); do
@@ -65,20 +78,12 @@ ok "nothing left on h3 once its link is back"
 # 3. A host discovery adds while its sshd is down is left out with a message, and costs no reset.
 kill "$(cat "$HVD_NETBED_DIR/h3/sshd.pid")"
 printf 'h1:1\nh2:1\n' >"$TMP/hosts"
-(cd "$TMP" && on h1 timeout -k 5 150 "$HVDRUN" --host-discovery-script "$TMP/discover.sh" \
-  -np 2 --min-np 2 --start-timeout 3 --network-interface eth0 "$WORKER" --steps 100 \
-  --commit-every 2 --sleep-ms 40 >"$TMP/out" 2>"$TMP/err") &
-job=$!
+start_job 2 100 --start-timeout 3
 wait_until 60 commit_at_least 4 || fail "no progress on h1, h2: $(cat "$TMP/out" "$TMP/err")"
 printf 'h1:1\nh2:1\nh3:1\n' >"$TMP/hosts"
 wait_until 30 saw 'discovered host h3 does not answer ssh' ||
   fail "unreachable h3 not reported: $(cat "$TMP/err")"
-set +e
-wait "$job"
-rc=$?
-set -e
-[[ $rc -eq 0 ]] || fail "the job failed after h3 was discovered (exit $rc): $(cat "$TMP/err")"
-grep -aq 'done step 100 ' "$TMP/out" || fail "no exact result: $(cat "$TMP/out")"
+expect_completed 100 "after h3 was discovered"
 if grep -q 'round 1' "$TMP/err"; then fail "an unreachable host cost a reset: $(cat "$TMP/err")"; fi
 grep -q 'ssh not successful for host h3' "$TMP/err" || fail "ssh's error not shown: $(cat "$TMP/err")"
 ok "h3 added while unreachable over ssh: left out with ssh's error, no reset"
