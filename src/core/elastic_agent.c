@@ -101,11 +101,15 @@ static void *agent_main(void *arg) {
          * short of the count it answers with what there is (entries set, HVD_ERR_TIMEOUT). */
         hvd_store_scope_t s = {0};
         hvd_status_t st = hvd__store_get_scope(ag.store, scope, seen + 1, next_beat, &s);
-        if (st == HVD_OK || (st == HVD_ERR_TIMEOUT && s.entries)) {
-            seen = s.count;
-            pthread_mutex_lock(&lock);
-            take_events(&s, round);
-            pthread_mutex_unlock(&lock);
+        /* a poll that ends at the next heartbeat without news is the usual case, not an
+         * error: beat and poll again */
+        if (st == HVD_OK || st == HVD_ERR_TIMEOUT) {
+            if (s.count > seen) {
+                seen = s.count;
+                pthread_mutex_lock(&lock);
+                take_events(&s, round);
+                pthread_mutex_unlock(&lock);
+            }
             hvd__store_scope_fini(&s);
             continue;
         }
