@@ -78,12 +78,12 @@ ok "nothing left on h3 once its link is back"
 # 3. A host discovery adds while its sshd is down is left out with a message, and costs no reset.
 kill "$(cat "$HVD_NETBED_DIR/h3/sshd.pid")"
 printf 'h1:1\nh2:1\n' >"$TMP/hosts"
-start_job 2 100 --start-timeout 3
+start_job 2 500 --start-timeout 10
 wait_until 60 commit_at_least 4 || fail "no progress on h1, h2: $(cat "$TMP/out" "$TMP/err")"
 printf 'h1:1\nh2:1\nh3:1\n' >"$TMP/hosts"
-wait_until 30 saw 'discovered host h3 does not answer ssh' ||
+wait_until 40 saw 'discovered host h3 does not answer ssh' ||
   fail "unreachable h3 not reported: $(cat "$TMP/err")"
-expect_completed 100 "after h3 was discovered"
+expect_completed 500 "after h3 was discovered"
 if grep -q 'round 1' "$TMP/err"; then fail "an unreachable host cost a reset: $(cat "$TMP/err")"; fi
 grep -q 'ssh not successful for host h3' "$TMP/err" || fail "ssh's error not shown: $(cat "$TMP/err")"
 ok "h3 added while unreachable over ssh: left out with ssh's error, no reset"
