@@ -8,6 +8,8 @@
 
 #include <hvd/types.h>
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -187,6 +189,73 @@ HVD_API hvd_status_t hvd_alltoall_async(const char *name, const void *sendbuf, v
 HVD_API hvd_status_t hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf,
                                              size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                              hvd_handle_t *handle_p);
+
+/* ---- Tensor operations: the general form of the named asynchronous collectives ---------
+ *
+ * What a framework binding needs beyond the calls above: a tensor's shape (so ranks that
+ * disagree are told the shapes, and allgather may take a different first dimension on every
+ * rank), alltoall with per-rank splits, reducescatter of any first dimension, outputs whose
+ * size only the negotiation knows, and several operations enqueued as one group. */
+
+/* Operation types (the values of Horovod's request types). */
+typedef enum {
+    HVD_OP_ALLREDUCE = 0,
+    HVD_OP_ALLGATHER = 1,
+    HVD_OP_BROADCAST = 2,
+    HVD_OP_ALLTOALL = 5,
+    HVD_OP_REDUCESCATTER = 7
+} hvd_op_type_t;
+
+/* Allocator of an output the library sizes: called once per operation, from whichever thread
+ * runs it (never with a library lock the caller could need), with the output's element count
+ * and, per rank of the job, the elements that came from it (n entries). Returns a buffer of
+ * count elements, or NULL for an empty output or on failure (the operation then fails with
+ * HVD_ERR_NO_MEMORY when count > 0). The memory is the caller's. */
+typedef void *(*hvd_alloc_fn)(void *user, size_t count, const size_t *counts, int n);
+
+typedef struct {
+    const char *name; /* 1..1024 bytes without NUL; unique among operations in flight */
+    const void *send; /* input (not broadcast) */
+    /* output: allreduce count elements; reducescatter this rank's rows; broadcast: the
+     * buffer, the root's sent and every other rank's received */
+    void *recv;
+    hvd_dtype_t dtype;
+    /* The tensor's shape: count = product of shape[0..ndim); ndim 0 is a scalar (1 element).
+     * Allgather and alltoall need ndim >= 1 and agree on every dimension but the first. */
+    int ndim;
+    const int64_t *shape;
+    hvd_reduce_op_t op;         /* allreduce; reducescatter SUM or AVERAGE */
+    double prescale, postscale; /* allreduce and reducescatter */
+    int root;                   /* broadcast: the root's global rank */
+    /* alltoall: rows of the first dimension sent to each rank (size entries, summing to at
+     * most shape[0]); NULL splits shape[0] evenly (it must divide by the size). */
+    const int64_t *splits;
+    /* allgather, alltoall: when alloc is set, recv is ignored and the output is allocated
+     * through it once its size is known (allgather: the sum of every rank's rows; alltoall:
+     * what every rank sent here). Without alloc, recv must hold the output already: allgather
+     * size * count elements (every rank sends the same shape), alltoall count elements with
+     * even splits. */
+    hvd_alloc_fn alloc;
+    void *alloc_user;
+    int process_set; /* 0: every rank of the job */
+} hvd_tensor_op_t;
+
+/* Set *op to the defaults: no buffers, scalar float32, AVERAGE, scale factors 1.0, root 0,
+ * even splits, no allocator, the global process set. */
+HVD_API void hvd_tensor_op_init(hvd_tensor_op_t *op);
+
+/* Enqueue n operations of one type atomically (handles receives n handles): they are
+ * negotiated together and, where the type allows, fused together. Reducescatter gives rank r
+ * shape[0] / size rows, one more for the ranks below shape[0] % size. Arguments are checked
+ * before anything is enqueued: HVD_ERR_INVALID_ARG names the operation and what is wrong,
+ * and then nothing was enqueued. Ranks that disagree on a name's shape, dtype, op, scale
+ * factors or root all complete it with HVD_ERR_MISMATCH and Horovod's message. Otherwise as
+ * the named asynchronous collectives above. */
+HVD_API hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
+                                 hvd_handle_t *handles);
+
+/* 1 when every host runs the same number of ranks, 0 when not, -1 when not initialised. */
+HVD_API int hvd_is_homogeneous(void);
 
 /* 1 when the handle's operation is done (hvd_wait then returns at once), 0 while it is
  * pending, negative for a handle that is unknown or already released. Never blocks. */

@@ -4,7 +4,36 @@
 #include "collectives/dtype.h"
 #include "common/error.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* The exchange itself: block j of send (soff[j], sbytes[j]) to rank j, block i of recv
+ * (roff[i], rbytes[i]) from rank i. */
+static hvd_status_t exchange(hvd_group_t *g, const char *send, const size_t *soff,
+                             const size_t *sbytes, char *recv, const size_t *roff,
+                             const size_t *rbytes, const char *what) {
+    int p = g->size, me = g->rank;
+    if (rbytes[me])
+        memcpy(recv + roff[me], send + soff[me], rbytes[me]);
+    hvd_xfer_t *xs = hvd__group_xfers(g, 2 * (size_t)(p - 1));
+    if (!xs)
+        return HVD_ERR_NO_MEMORY;
+    size_t n = 0;
+    for (int d = 1; d < p; d++) {
+        int to = (me + d) % p, from = (me - d + p) % p;
+        hvd_xfer_t *s = &xs[n++], *r = &xs[n++];
+        s->peer = hvd__group_peer(g, to);
+        s->is_send = 1;
+        s->iov[0].iov_base = (char *)send + soff[to];
+        s->iov[0].iov_len = sbytes[to];
+        s->iovcnt = 1;
+        r->peer = hvd__group_peer(g, from);
+        r->iov[0].iov_base = recv + roff[from];
+        r->iov[0].iov_len = rbytes[from];
+        r->iovcnt = 1;
+    }
+    return hvd__group_exchange(g, xs, n, what);
+}
 
 hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, size_t count,
                                 hvd_dtype_t dtype) {
@@ -28,24 +57,54 @@ hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, si
         memcpy(copy, send, total);
         send = copy;
     }
-    memcpy((char *)recv + (size_t)g->rank * block, (const char *)send + (size_t)g->rank * block,
-           block);
-    hvd_xfer_t *xs = hvd__group_xfers(g, 2 * (size_t)(p - 1));
-    if (!xs)
-        return HVD_ERR_NO_MEMORY;
-    size_t n = 0;
-    for (int d = 1; d < p; d++) {
-        int to = (g->rank + d) % p, from = (g->rank - d + p) % p;
-        hvd_xfer_t *s = &xs[n++], *r = &xs[n++];
-        s->peer = hvd__group_peer(g, to);
-        s->is_send = 1;
-        s->iov[0].iov_base = (char *)send + (size_t)to * block;
-        s->iov[0].iov_len = block;
-        s->iovcnt = 1;
-        r->peer = hvd__group_peer(g, from);
-        r->iov[0].iov_base = (char *)recv + (size_t)from * block;
-        r->iov[0].iov_len = block;
-        r->iovcnt = 1;
+    for (int r = 0; r < p; r++) {
+        g->lens[r] = block;
+        g->offs[r] = (size_t)r * block;
     }
-    return hvd__group_exchange(g, xs, n, what);
+    return exchange(g, send, g->offs, g->lens, recv, g->offs, g->lens, what);
+}
+
+hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t *sendcounts,
+                                 void *recv, const size_t *recvcounts, hvd_dtype_t dtype) {
+    char what[128];
+    hvd__coll_what(g, "alltoallv", what, sizeof what);
+    /* The counts differ by rank by design: the signature carries the dtype only. */
+    hvd_sig_t sig = {.coll = HVD_COLL_ALLTOALL, .dtype = (uint8_t)dtype};
+    int p = g->size;
+    size_t es = hvd__dtype_size(dtype), sent = 0, got = 0;
+    hvd_status_t st = es ? HVD_OK : hvd__error_set(HVD_ERR_INVALID_ARG, "%s: unknown dtype", what);
+    size_t *b = malloc(4 * (size_t)p * sizeof *b);
+    if (!b && st == HVD_OK)
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    size_t *soff = b, *sbytes = b + p, *roff = b + 2 * p, *rbytes = b + 3 * p;
+    for (int r = 0; r < p && st == HVD_OK; r++) {
+        if ((st = hvd__coll_bytes(sendcounts[r], es, what, &sbytes[r])) != HVD_OK ||
+            (st = hvd__coll_bytes(recvcounts[r], es, what, &rbytes[r])) != HVD_OK)
+            break;
+        soff[r] = sent;
+        roff[r] = got;
+        sent += sbytes[r];
+        got += rbytes[r];
+    }
+    if (st == HVD_OK && sendcounts[g->rank] != recvcounts[g->rank])
+        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: this rank sends itself %zu elements but "
+                            "expects %zu", what, sendcounts[g->rank], recvcounts[g->rank]);
+    if (st == HVD_OK && ((!send && sent) || (!recv && got)))
+        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: a buffer is NULL", what);
+    if (st != HVD_OK)
+        sig.flags |= HVD_SIG_INVALID;
+    hvd_status_t agreed = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
+    if (st == HVD_OK)
+        st = agreed;
+    if (st == HVD_OK && send == recv && sent) {
+        void *copy = hvd__group_scratch(g, 0, sent);
+        if (!copy)
+            st = HVD_ERR_NO_MEMORY;
+        else
+            send = memcpy(copy, send, sent);
+    }
+    if (st == HVD_OK)
+        st = exchange(g, send, soff, sbytes, recv, roff, rbytes, what);
+    free(b);
+    return st;
 }

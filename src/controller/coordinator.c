@@ -154,6 +154,27 @@ static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, s
                  hvd__neg_type_name(t), sa, sb);
         return 1;
     }
+    if (t == HVD_REQ_ALLGATHER || t == HVD_REQ_ALLTOALL) {
+        /* the first dimension may differ; the rest may not */
+        if (a->ndims != b->ndims) {
+            snprintf(msg, n,
+                     "Mismatched %s tensor shapes: One rank sent a tensor of rank %d, but another "
+                     "rank sent a tensor of rank %d.",
+                     hvd__neg_type_name(t), a->ndims, b->ndims);
+            return 1;
+        }
+        for (int d = 1; d < a->ndims; d++) {
+            if (a->dims[d] != b->dims[d]) {
+                snprintf(msg, n,
+                         "Mismatched %s tensor shapes: One rank sent a tensor with dimension %d "
+                         "equal to %lld, but another rank sent a tensor with dimension %d equal "
+                         "to %lld.",
+                         hvd__neg_type_name(t), d, (long long)a->dims[d], d,
+                         (long long)b->dims[d]);
+                return 1;
+            }
+        }
+    }
     if ((t == HVD_REQ_ALLREDUCE || t == HVD_REQ_ADASUM || t == HVD_REQ_REDUCESCATTER) &&
         (a->prescale != b->prescale || a->postscale != b->postscale)) {
         snprintf(msg, n,

@@ -54,14 +54,19 @@ hvd_status_t hvd__tq_create(hvd_tq_t **q_p) {
     return HVD_OK;
 }
 
+static void entry_free(hvd_entry_t *e) {
+    free(e->splits);
+    free(e->name);
+    free(e);
+}
+
 void hvd__tq_destroy(hvd_tq_t *q) {
     if (!q)
         return;
     for (size_t b = 0; b < q->nbuckets; b++) {
         for (hvd_entry_t *e = q->by_handle[b], *next; e; e = next) {
             next = e->chain_handle;
-            free(e->name);
-            free(e);
+            entry_free(e);
         }
     }
     free(q->by_name);
@@ -140,17 +145,23 @@ static void maybe_grow(hvd_tq_t *q) {
 
 /* ---- the operations ---- */
 
-/* A detached copy of *tmpl (its name copied), or NULL. */
+/* A detached copy of *tmpl (its name and splits copied), or NULL. */
 static hvd_entry_t *entry_copy(const hvd_entry_t *tmpl) {
     hvd_entry_t *e = malloc(sizeof *e);
     char *name = tmpl->name ? strdup(tmpl->name) : NULL;
-    if (!e || !name) {
+    size_t *splits = NULL;
+    if (tmpl->splits && tmpl->nsplits > 0 &&
+        (splits = malloc((size_t)tmpl->nsplits * sizeof *splits)) != NULL)
+        memcpy(splits, tmpl->splits, (size_t)tmpl->nsplits * sizeof *splits);
+    if (!e || !name || (tmpl->splits && tmpl->nsplits > 0 && !splits)) {
         free(e);
         free(name);
+        free(splits);
         return NULL;
     }
     *e = *tmpl;
     e->name = name;
+    e->splits = splits;
     e->done = 0;
     e->status = HVD_OK;
     e->error[0] = '\0';
@@ -220,10 +231,8 @@ hvd_status_t hvd__tq_push_many(hvd_tq_t *q, const hvd_entry_t *tmpls, size_t n,
     pthread_mutex_unlock(&q->lock);
 out:
     for (size_t i = 0; es && i < n; i++) {
-        if (es[i]) {
-            free(es[i]->name);
-            free(es[i]);
-        }
+        if (es[i])
+            entry_free(es[i]);
     }
     free(es);
     return st;
@@ -324,8 +333,7 @@ hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progre
     unlink_handle(q, e);
     q->count--;
     pthread_mutex_unlock(&q->lock);
-    free(e->name);
-    free(e);
+    entry_free(e);
     if (st != HVD_OK)
         return hvd__error_set(st, "%s", message);
     return HVD_OK;

@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The dimensions a shape keeps (wire/negotiate.h HVD_NEG_MAX_DIMS): later ones are folded
+ * into the last. */
+#define HVD_ENTRY_MAX_DIMS 8
+
 typedef struct hvd_entry {
     /* set by the enqueuer */
     char *name; /* owned */
@@ -30,6 +34,16 @@ typedef struct hvd_entry {
     void *recv;
     size_t count;
     double prescale, postscale;
+    /* The tensor's shape (ndims 0: a count-only entry of the fixed-size API; the product of
+     * dims is count otherwise), checked across ranks by the coordinator. */
+    int ndims;
+    int64_t dims[HVD_ENTRY_MAX_DIMS];
+    /* alltoall: elements sent to each rank (nsplits entries, copied at push), NULL: even */
+    size_t *splits;
+    int nsplits;
+    /* allgather, alltoall: allocate the output once its size is known (hvd.h hvd_alloc_fn) */
+    void *(*alloc)(void *user, size_t count, const size_t *counts, int n);
+    void *alloc_user;
     /* set by the queue */
     hvd_handle_t handle;
     int done;

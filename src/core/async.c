@@ -270,3 +270,206 @@ hvd_status_t hvd_stop_timeline(void) {
     hvd__context_leave();
     return st;
 }
+
+/* ---- hvd_enqueue: the shaped operations ---- */
+
+void hvd_tensor_op_init(hvd_tensor_op_t *op) {
+    if (!op)
+        return;
+    memset(op, 0, sizeof *op);
+    op->dtype = HVD_FLOAT32;
+    op->op = HVD_AVERAGE;
+    op->prescale = 1.0;
+    op->postscale = 1.0;
+}
+
+static const char *op_type_name(hvd_op_type_t type) {
+    switch (type) {
+    case HVD_OP_ALLREDUCE:
+        return "allreduce";
+    case HVD_OP_ALLGATHER:
+        return "allgather";
+    case HVD_OP_BROADCAST:
+        return "broadcast";
+    case HVD_OP_ALLTOALL:
+        return "alltoall";
+    case HVD_OP_REDUCESCATTER:
+        return "reducescatter";
+    }
+    return NULL;
+}
+
+/* The shape of o into x (dims past HVD_ENTRY_MAX_DIMS folded into the last kept one) and its
+ * element count, without overflow. */
+static hvd_status_t entry_shape(const hvd_tensor_op_t *o, hvd_entry_t *x, const char *what) {
+    if (o->ndim < 0 || (o->ndim > 0 && !o->shape))
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: ndim %d with %s shape", what, o->ndim,
+                              o->shape ? "a" : "a NULL");
+    size_t count = 1;
+    x->ndims = 0;
+    for (int d = 0; d < o->ndim; d++) {
+        int64_t v = o->shape[d];
+        if (v < 0)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: dimension %d is %lld", what, d,
+                                  (long long)v);
+        if (v && count > ((size_t)1 << 48) / (size_t)v)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: the tensor is too large", what);
+        count *= (size_t)v;
+        if (d < HVD_ENTRY_MAX_DIMS)
+            x->dims[x->ndims++] = v;
+        else
+            x->dims[HVD_ENTRY_MAX_DIMS - 1] *= v;
+    }
+    x->count = count;
+    return HVD_OK;
+}
+
+/* Rows per rank of an alltoall as element counts (x->splits, x->nsplits). */
+static hvd_status_t alltoall_splits(const hvd_tensor_op_t *o, hvd_entry_t *x, int p,
+                                    const char *what) {
+    if (x->ndims == 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "%s: Process-set rank zero tried to ALLTOALL a rank-zero tensor.",
+                              what);
+    size_t rows = (size_t)x->dims[0], row = rows ? x->count / rows : 0;
+    if (!o->splits) {
+        if (rows % (size_t)p)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "%s: splits not provided, but first dimension of tensor is not "
+                                  "an even multiple of the number of workers.",
+                                  what);
+        return HVD_OK;
+    }
+    size_t *s = malloc((size_t)p * sizeof *s), sum = 0;
+    if (!s)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (int r = 0; r < p; r++) {
+        if (o->splits[r] < 0) {
+            free(s);
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: splits[%d] is %lld", what, r,
+                                  (long long)o->splits[r]);
+        }
+        sum += (size_t)o->splits[r];
+        if (sum > rows) {
+            free(s);
+            return hvd__error_set(
+                HVD_ERR_INVALID_ARG,
+                "%s: Sum of splits entries is greater than the first dimension of tensor.", what);
+        }
+        s[r] = (size_t)o->splits[r] * row;
+    }
+    x->splits = s;
+    x->nsplits = p;
+    return HVD_OK;
+}
+
+/* Check one operation and describe it in x (x->splits malloc'd for alltoall). */
+static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, int p,
+                                 hvd_entry_t *x, char *what, size_t what_size) {
+    const char *opname = op_type_name(type);
+    hvd_status_t st = check_name(o->name, x /* the handle comes later */, opname);
+    if (st != HVD_OK)
+        return st;
+    snprintf(what, what_size, "%s '%s'", opname, o->name);
+    if (o->process_set != 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: process set %d does not exist", what,
+                              o->process_set);
+    *x = (hvd_entry_t){.name = (char *)o->name,
+                       .type = (int)type,
+                       .dtype = o->dtype,
+                       .op = HVD_SUM,
+                       .send = o->send,
+                       .recv = o->recv,
+                       .prescale = 1.0,
+                       .postscale = 1.0};
+    if ((st = check_dtype(o->dtype, what)) != HVD_OK || (st = entry_shape(o, x, what)) != HVD_OK)
+        return st;
+    size_t bytes;
+    switch (type) {
+    case HVD_OP_ALLREDUCE:
+        if (o->op == HVD_ADASUM)
+            return hvd__error_set(HVD_ERR_UNSUPPORTED, "%s: Adasum is not available over TCP",
+                                  what);
+        x->op = o->op;
+        x->prescale = o->prescale;
+        x->postscale = o->postscale;
+        return hvd__allreduce_check(o->send, o->recv, x->count, o->dtype, o->op, o->prescale,
+                                    o->postscale, what, &bytes);
+    case HVD_OP_BROADCAST:
+        if (o->root < 0 || o->root >= p)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: root %d is not a rank of %d", what,
+                                  o->root, p);
+        x->root = o->root;
+        x->send = o->recv;
+        return hvd__coll_check_buf(o->recv, x->count, what, "recv");
+    case HVD_OP_ALLGATHER:
+        if (x->ndims == 0)
+            return hvd__error_set(
+                HVD_ERR_INVALID_ARG,
+                "%s: Process-set rank zero tried to ALLGATHER a rank-zero tensor.", what);
+        x->alloc = o->alloc;
+        x->alloc_user = o->alloc_user;
+        if (!o->alloc && (st = hvd__coll_check_buf(o->recv, x->count, what, "recv")) != HVD_OK)
+            return st;
+        return hvd__coll_check_buf(o->send, x->count, what, "send");
+    case HVD_OP_ALLTOALL:
+        x->alloc = o->alloc;
+        x->alloc_user = o->alloc_user;
+        if ((st = hvd__coll_check_buf(o->send, x->count, what, "send")) != HVD_OK ||
+            (!o->alloc && (st = hvd__coll_check_buf(o->recv, x->count, what, "recv")) != HVD_OK))
+            return st;
+        if (!o->alloc && o->splits)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "%s: an alltoall with splits needs an allocator for its output",
+                                  what);
+        return alltoall_splits(o, x, p, what);
+    case HVD_OP_REDUCESCATTER: {
+        if (o->op != HVD_SUM && o->op != HVD_AVERAGE)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "%s: Reducescatter currently only supports AVERAGE and SUM.",
+                                  what);
+        if (x->ndims == 0)
+            return hvd__error_set(
+                HVD_ERR_INVALID_ARG,
+                "%s: Process-set rank zero tried to REDUCESCATTER a rank-zero tensor.", what);
+        if ((st = hvd__reduce_check(o->dtype, o->op)) != HVD_OK)
+            return st;
+        if ((o->prescale != 1.0 || o->postscale != 1.0) && o->dtype == HVD_BOOL)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: scale factors need a numeric dtype",
+                                  what);
+        x->op = o->op;
+        x->prescale = o->prescale;
+        x->postscale = o->postscale;
+        size_t rows = (size_t)x->dims[0], me = (size_t)hvd_rank();
+        size_t mine = (rows / (size_t)p + (me < rows % (size_t)p)) * (rows ? x->count / rows : 0);
+        if ((st = hvd__coll_check_buf(o->send, x->count, what, "send")) != HVD_OK)
+            return st;
+        return hvd__coll_check_buf(o->recv, mine, what, "recv");
+    }
+    }
+    return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: unknown operation type %d",
+                          (int)type);
+}
+
+hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
+                         hvd_handle_t *handles) {
+    if (!ops || !handles || n == 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: %s",
+                              n == 0 ? "no operations" : "ops or handles is NULL");
+    hvd_entry_t *xs = calloc(n, sizeof *xs);
+    if (!xs)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "hvd_enqueue: out of memory");
+    int p = job_size();
+    hvd_status_t st = HVD_OK;
+    size_t i;
+    for (i = 0; i < n && st == HVD_OK; i++) {
+        char what[1100];
+        st = tensor_entry(type, &ops[i], p, &xs[i], what, sizeof what);
+    }
+    if (st == HVD_OK)
+        st = push(xs, n, handles); /* the queue copies the splits */
+    for (size_t k = 0; k < i; k++)
+        free(xs[k].splits);
+    free(xs);
+    return st;
+}

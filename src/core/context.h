@@ -22,6 +22,7 @@ typedef struct hvd_context {
     hvd_transport_t *tp;       /* NULL when size is 1 */
     hvd_group_t global, local, cross;
     char **hosts;         /* every rank's host name, for messages */
+    int homogeneous;      /* every host runs the same number of ranks */
     hvd_engine_t *engine; /* the core: every collective goes through it */
 } hvd_context_t;
 

@@ -45,7 +45,10 @@ static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
     r->prescale = x->prescale;
     r->postscale = x->postscale;
     r->name = x->name;
-    if (x->type == HVD_REQ_ALLGATHER || x->type == HVD_REQ_ALLTOALL) {
+    if (x->ndims > 0 && x->type != HVD_REQ_JOIN) {
+        r->ndims = (uint8_t)x->ndims;
+        memcpy(r->dims, x->dims, (size_t)x->ndims * sizeof r->dims[0]);
+    } else if (x->type == HVD_REQ_ALLGATHER || x->type == HVD_REQ_ALLTOALL) {
         r->ndims = 2;
         r->dims[0] = 1;
         r->dims[1] = (int64_t)x->count;
@@ -213,8 +216,9 @@ static hvd_status_t recheck_hits(hvd_engine_t *e) {
     return HVD_OK;
 }
 
-/* A one-tensor response reproducing the cached request r. */
-static hvd_status_t response_of(const hvd_request_t *r, hvd_response_t *out) {
+/* A one-tensor response reproducing the cached request r. An allgather is cached only when
+ * every rank gave the same first dimension (cache_fresh), so that is every rank's size. */
+static hvd_status_t response_of(const hvd_request_t *r, int p, hvd_response_t *out) {
     memset(out, 0, sizeof *out);
     out->type = r->type;
     out->dtype = r->dtype;
@@ -222,14 +226,21 @@ static hvd_status_t response_of(const hvd_request_t *r, hvd_response_t *out) {
     out->prescale = r->prescale;
     out->postscale = r->postscale;
     out->last_joined_rank = -1;
+    int gather = r->type == HVD_REQ_ALLGATHER;
     out->names = malloc(sizeof *out->names);
-    out->sizes = malloc(sizeof *out->sizes);
+    out->sizes = malloc((gather ? (size_t)p : 1) * sizeof *out->sizes);
     out->error = strdup("");
     if (out->names)
         out->names[0] = strdup(r->name);
     if (!out->names || !out->sizes || !out->error || !out->names[0])
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
     out->nnames = 1;
+    if (gather) {
+        for (int m = 0; m < p; m++)
+            out->sizes[m] = r->ndims ? r->dims[0] : 0;
+        out->nsizes = (uint32_t)p;
+        return HVD_OK;
+    }
     int64_t n = 1;
     for (int d = 0; d < r->ndims; d++)
         n *= r->dims[d];
@@ -432,6 +443,13 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
     return st;
 }
 
+static int same_sizes(const hvd_response_t *r) {
+    for (uint32_t i = 1; i < r->nsizes; i++)
+        if (r->sizes[i] != r->sizes[0])
+            return 0;
+    return 1;
+}
+
 /* Cache the new responses' requests (every rank alike, in order) before they run: their
  * entries may be released as soon as they complete. */
 static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, uint32_t from) {
@@ -442,6 +460,8 @@ static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, u
         const hvd_response_t *r = &l->items[i];
         if (r->type == HVD_RESP_ERROR || !cacheable(r->type) || r->nnames != 1)
             continue;
+        if (r->type == HVD_REQ_ALLGATHER && !same_sizes(r))
+            continue; /* the cache reproduces one first dimension for every rank */
         hvd_request_t q;
         hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
         if (x && x->taken && x->type == r->type) {
@@ -594,7 +614,7 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
         hvd_response_t *item;
         st = list_append(resp, &item);
         if (st == HVD_OK)
-            st = response_of(r, item);
+            st = response_of(r, e->ctx->global.size, item);
         if (st != HVD_OK)
             return st;
         hvd__cache_touch(e->cache, b);

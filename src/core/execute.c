@@ -4,6 +4,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/dtype.h"
+#include "collectives/reduce.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -246,21 +247,131 @@ static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entr
     return st;
 }
 
+/* Elements per row of the first dimension of a shaped entry. */
+static size_t row_elements(const hvd_entry_t *x) {
+    size_t row = 1;
+    for (int d = 1; d < x->ndims; d++)
+        row *= (size_t)x->dims[d];
+    return row;
+}
+
+/* The output of an entry the library sizes: from the caller's allocator. */
+static hvd_status_t allocate(hvd_entry_t *x, size_t total, const size_t *counts, int p) {
+    x->recv = x->alloc(x->alloc_user, total, counts, p);
+    if (!x->recv && total)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "'%s': the output of %zu elements could not be "
+                              "allocated", x->name, total);
+    return HVD_OK;
+}
+
+/* Allgather of a shaped entry: every rank's first dimension came in the response. */
+static hvd_status_t allgather_shaped(hvd_engine_t *e, hvd_group_t *g, const hvd_response_t *r,
+                                     hvd_entry_t *x) {
+    size_t row = row_elements(x), total = 0;
+    if (r->nsizes != (uint32_t)g->size)
+        return hvd__error_set(HVD_ERR_PROTOCOL, "'%s': the response has %u sizes for %d ranks",
+                              x->name, r->nsizes, g->size);
+    size_t *counts = malloc((size_t)g->size * sizeof *counts);
+    if (!counts)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "'%s': out of memory", x->name);
+    for (int m = 0; m < g->size; m++) {
+        counts[m] = (size_t)r->sizes[m] * row;
+        total += counts[m];
+    }
+    hvd_status_t st = x->alloc ? allocate(x, total, counts, g->size) : HVD_OK;
+    if (st == HVD_OK)
+        st = hvd__coll_allgather(g, x->send, x->recv, counts, 0, x->dtype);
+    free(counts);
+    (void)e;
+    return st;
+}
+
+/* Alltoall with splits, or an output the library sizes: the ranks first tell each other
+ * how much each sends where (an alltoall of the counts), then move the data. */
+static hvd_status_t alltoall_split(hvd_group_t *g, hvd_entry_t *x) {
+    int p = g->size;
+    uint64_t *out = malloc(2 * (size_t)p * sizeof *out);
+    size_t *sc = malloc(2 * (size_t)p * sizeof *sc);
+    if (!out || !sc) {
+        free(out);
+        free(sc);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "'%s': out of memory", x->name);
+    }
+    uint64_t *in = out + p;
+    size_t *rc = sc + p;
+    for (int m = 0; m < p; m++) {
+        sc[m] = x->splits ? x->splits[m] : x->count / (size_t)p;
+        out[m] = sc[m];
+    }
+    hvd_status_t st = hvd__coll_alltoall(g, out, in, 1, HVD_INT64);
+    size_t total = 0;
+    for (int m = 0; st == HVD_OK && m < p; m++) {
+        rc[m] = (size_t)in[m];
+        total += rc[m];
+    }
+    if (st == HVD_OK && x->alloc)
+        st = allocate(x, total, rc, p);
+    else if (st == HVD_OK && total != x->count)
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "'%s': alltoall receives %zu elements, but the output holds %zu",
+                            x->name, total, x->count);
+    if (st == HVD_OK)
+        st = hvd__coll_alltoallv(g, x->send, sc, x->recv, rc, x->dtype);
+    free(out);
+    free(sc);
+    return st;
+}
+
+/* Reducescatter of a shaped entry, split by rows as Horovod does (rank r gets dims[0] / p
+ * rows, one more below dims[0] % p), with its scale factors. */
+static hvd_status_t reducescatter_shaped(hvd_engine_t *e, hvd_group_t *g, hvd_entry_t *x) {
+    int p = g->size;
+    size_t row = row_elements(x), rows = (size_t)x->dims[0];
+    size_t *counts = malloc((size_t)p * sizeof *counts);
+    if (!counts)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "'%s': out of memory", x->name);
+    for (int m = 0; m < p; m++)
+        counts[m] = (rows / (size_t)p + ((size_t)m < rows % (size_t)p)) * row;
+    const void *send = x->send;
+    hvd_status_t st = HVD_OK;
+    if (x->prescale != 1.0) {
+        size_t bytes = x->count * hvd__dtype_size(x->dtype);
+        st = hvd__engine_reserve(&e->zeros, &e->zeros_cap, bytes + 1);
+        if (st == HVD_OK && bytes)
+            memcpy(e->zeros, x->send, bytes);
+        if (st == HVD_OK)
+            hvd__reduce_scale(e->zeros, x->count, x->dtype, x->prescale);
+        send = e->zeros;
+    }
+    if (st == HVD_OK)
+        st = hvd__coll_reducescatterv(g, send, x->recv, counts, x->dtype, x->op);
+    if (st == HVD_OK)
+        hvd__reduce_scale(x->recv, counts[g->rank], x->dtype, x->postscale);
+    free(counts);
+    return st;
+}
+
 /* One tensor of a non-allreduce response. */
-static hvd_status_t run_one(hvd_engine_t *e, int type, hvd_entry_t *x) {
+static hvd_status_t run_one(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t *x) {
     hvd_group_t *g = &e->ctx->global;
-    switch (type) {
+    switch (r->type) {
     case HVD_REQ_ALLGATHER:
+        if (x->ndims)
+            return allgather_shaped(e, g, r, x);
         return hvd__coll_allgather(g, x->send, x->recv, NULL, x->count, x->dtype);
     case HVD_REQ_BROADCAST:
         return hvd__coll_broadcast(g, x->recv, x->count, x->dtype, x->root);
     case HVD_REQ_ALLTOALL:
+        if (x->splits || x->alloc)
+            return alltoall_split(g, x);
         return hvd__coll_alltoall(g, x->send, x->recv, x->count, x->dtype);
     case HVD_REQ_REDUCESCATTER:
+        if (x->ndims)
+            return reducescatter_shaped(e, g, x);
         return hvd__coll_reducescatter(g, x->send, x->recv, x->count, x->dtype, x->op);
     default:
         return hvd__error_set(HVD_ERR_UNSUPPORTED, "'%s': operation type %d is not supported",
-                              x->name, type);
+                              x->name, r->type);
     }
 }
 
@@ -310,7 +421,7 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
         for (uint32_t i = 0; i < r->nnames; i++) {
             if (e->tl)
                 hvd__timeline_begin(e->tl, r->names[i], tcp_activity(r->type));
-            hvd_status_t s = run_one(e, r->type, x[i]);
+            hvd_status_t s = run_one(e, r, x[i]);
             if (e->tl)
                 hvd__timeline_end(e->tl, r->names[i], NULL);
             if (s != HVD_OK && !op_error(s))

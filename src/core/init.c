@@ -268,6 +268,35 @@ static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
     return HVD_OK;
 }
 
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Horovod's is_homogeneous: every host runs the same number of ranks (hosts told apart as
+ * the local groups are). Sorting the names makes this O(p log p) for big jobs. */
+static hvd_status_t find_homogeneous(const rank_info_t *infos, int size, int *homogeneous_p) {
+    const char **names = malloc((size_t)size * sizeof *names);
+    if (!names)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; r < size; r++)
+        names[r] = infos[r].addr.host;
+    qsort(names, (size_t)size, sizeof *names, cmp_str_ptr);
+    int homogeneous = 1, first_run = -1, run = 1;
+    for (int r = 1; r <= size && homogeneous; r++) {
+        if (r < size && strcmp(names[r], names[r - 1]) == 0) {
+            run++;
+            continue;
+        }
+        if (first_run < 0)
+            first_run = run;
+        homogeneous = run == first_run;
+        run = 1;
+    }
+    free(names);
+    *homogeneous_p = homogeneous;
+    return HVD_OK;
+}
+
 /* Build the local (same host) and cross (same local rank) groups from the check-in data,
  * ordered by local and cross rank, and check them against what the launcher said. */
 static hvd_status_t make_groups(hvd_context_t *c, const rank_info_t *infos) {
@@ -322,6 +351,8 @@ static hvd_status_t make_groups(hvd_context_t *c, const rank_info_t *infos) {
         if (crs[i] < 0)
             st = hvd__error_set(HVD_ERR_INVALID_ARG, "no rank has local rank %d and cross rank %d",
                                 p->local_rank, i);
+    if (st == HVD_OK)
+        st = find_homogeneous(infos, p->size, &c->homogeneous);
     if (st != HVD_OK)
         goto out;
     st = hvd__group_init(&c->local, c->tp, "local", loc, nl, p->local_rank);
@@ -339,6 +370,7 @@ out:
 /* A job of one: the three groups are this process alone and no transport exists. */
 static hvd_status_t make_solo_groups(hvd_context_t *c) {
     int zero = 0;
+    c->homogeneous = 1;
     hvd_status_t st = hvd__group_init(&c->global, NULL, "global", &zero, 1, 0);
     if (st == HVD_OK && (st = hvd__group_init(&c->local, NULL, "local", &zero, 1, 0)) != HVD_OK)
         hvd__group_fini(&c->global);
@@ -712,6 +744,13 @@ int hvd_is_initialized(void) {
 static int topology_field(size_t offset) {
     pthread_mutex_lock(&ctx_lock);
     int v = ctx.initialized ? *(const int *)((const char *)&ctx.params + offset) : -1;
+    pthread_mutex_unlock(&ctx_lock);
+    return v;
+}
+
+int hvd_is_homogeneous(void) {
+    pthread_mutex_lock(&ctx_lock);
+    int v = ctx.initialized ? ctx.homogeneous : -1;
     pthread_mutex_unlock(&ctx_lock);
     return v;
 }

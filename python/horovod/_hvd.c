@@ -1,0 +1,615 @@
+/* horovod._hvd: the package's only native code, a client of libhvd's public API (hvd.h) like
+ * any user program. Tensors cross as data pointers, shapes and dtype codes, so the module
+ * knows nothing of torch and needs no C++ build against libtorch. The interface is described
+ * in _hvd_interface.md beside this file.
+ *
+ * Every call that may block (init, shutdown, wait, join, barrier, enqueue) releases the GIL,
+ * so other Python threads, and the autograd engine's hooks in particular, run meanwhile.
+ * Outputs whose size only the negotiation knows (allgather, alltoall) are allocated by this
+ * module from the library's thread (malloc, no GIL needed) and handed to Python after the
+ * wait as a Buffer object that owns the memory, so torch.frombuffer wraps it without a copy. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <hvd/hvd.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The exception classes of horovod.common.exceptions (set_exceptions); RuntimeError until
+ * then. */
+static PyObject *internal_error_cls, *hosts_updated_cls;
+
+/* Raise the Python error of a libhvd status, with libhvd's message (which names the rank,
+ * host and tensor). Returns NULL for the caller to return. */
+static PyObject *raise_status(hvd_status_t st) {
+    const char *msg = hvd_last_error();
+    if (!msg || !*msg)
+        msg = hvd_status_str(st);
+    PyObject *cls = internal_error_cls ? internal_error_cls : PyExc_RuntimeError;
+    if (st == HVD_ERR_INVALID_ARG)
+        cls = PyExc_ValueError;
+    else if (st == HVD_ERR_HOSTS_UPDATED && hosts_updated_cls)
+        cls = hosts_updated_cls;
+    PyErr_SetString(cls, msg);
+    return NULL;
+}
+
+/* ---- Buffer: memory the library filled, owned by a Python object ---- */
+
+typedef struct {
+    PyObject_HEAD void *data;
+    Py_ssize_t len;
+    Py_ssize_t exports;
+} buffer_t;
+
+static void buffer_dealloc(buffer_t *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int buffer_get(buffer_t *self, Py_buffer *view, int flags) {
+    /* an empty output still needs a valid address for the buffer protocol */
+    static char empty;
+    int rc = PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : &empty, self->len,
+                               0, flags);
+    if (rc == 0)
+        self->exports++;
+    return rc;
+}
+
+static void buffer_release(buffer_t *self, Py_buffer *view) {
+    (void)view;
+    self->exports--;
+}
+
+static Py_ssize_t buffer_length(buffer_t *self) {
+    return self->len;
+}
+
+static PyBufferProcs buffer_procs = {(getbufferproc)buffer_get, (releasebufferproc)buffer_release};
+static PySequenceMethods buffer_seq = {.sq_length = (lenfunc)buffer_length};
+
+static PyTypeObject buffer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "horovod._hvd.Buffer",
+    .tp_basicsize = sizeof(buffer_t),
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_as_buffer = &buffer_procs,
+    .tp_as_sequence = &buffer_seq,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory holding the output of an allgather or alltoall, owned by this object.",
+};
+
+/* ---- outputs the library sizes ---- */
+
+/* One operation's allocated output, filled by on_alloc on the library's thread and taken by
+ * wait once the handle completed (the completion orders the two). */
+typedef struct {
+    size_t esize;
+    void *data;
+    size_t count;
+    size_t *counts;
+    int n;
+} out_rec_t;
+
+static void *on_alloc(void *user, size_t count, const size_t *counts, int n) {
+    out_rec_t *r = user;
+    r->count = count;
+    r->n = n;
+    r->counts = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->counts);
+    if (!r->counts)
+        return NULL;
+    memcpy(r->counts, counts, (size_t)n * sizeof *counts);
+    r->data = count ? malloc(count * r->esize) : NULL;
+    return r->data;
+}
+
+static void out_rec_free(out_rec_t *r) {
+    if (!r)
+        return;
+    free(r->data);
+    free(r->counts);
+    free(r);
+}
+
+static void out_rec_capsule_free(PyObject *cap) {
+    out_rec_free(PyCapsule_GetPointer(cap, "hvd.out"));
+}
+
+/* handle -> capsule of its out_rec_t, for operations with an allocated output */
+static PyObject *pending_outputs;
+
+/* ---- arguments ---- */
+
+static size_t dtype_size(int dtype) {
+    switch (dtype) {
+    case HVD_UINT8:
+    case HVD_INT8:
+    case HVD_BOOL:
+        return 1;
+    case HVD_UINT16:
+    case HVD_INT16:
+    case HVD_FLOAT16:
+    case HVD_BFLOAT16:
+        return 2;
+    case HVD_INT32:
+    case HVD_FLOAT32:
+        return 4;
+    case HVD_INT64:
+    case HVD_FLOAT64:
+        return 8;
+    }
+    return 0;
+}
+
+/* A tuple or list of ints into a malloc'd int64 array of exactly want entries (want < 0:
+ * any length, stored in *n_p). */
+static int64_t *int64_array(PyObject *seq, Py_ssize_t want, int *n_p, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (want >= 0 && n != want) {
+        PyErr_Format(PyExc_ValueError, "%s has %zd entries, expected %zd", what, n, want);
+        Py_DECREF(fast);
+        return NULL;
+    }
+    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v[i] == -1 && PyErr_Occurred()) {
+            free(v);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    if (n_p)
+        *n_p = (int)n;
+    return v;
+}
+
+/* Everything one enqueue call allocated, freed whatever happened. */
+typedef struct {
+    hvd_tensor_op_t *ops;
+    int64_t **shapes, **splits;
+    out_rec_t **recs;
+    Py_ssize_t n;
+} batch_t;
+
+static void batch_free(batch_t *b) {
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        if (b->shapes)
+            free(b->shapes[i]);
+        if (b->splits)
+            free(b->splits[i]);
+        if (b->recs)
+            out_rec_free(b->recs[i]);
+    }
+    free(b->ops);
+    free(b->shapes);
+    free(b->splits);
+    free(b->recs);
+}
+
+static int parse_item(PyObject *item, hvd_tensor_op_t *o, int64_t **shape_p, int64_t **splits_p,
+                      out_rec_t **rec_p) {
+    const char *name;
+    unsigned long long send, recv;
+    int dtype, op, root, process_set, allocate;
+    double prescale, postscale;
+    PyObject *shape, *splits;
+    if (!PyTuple_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "enqueue: every item must be a tuple");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(item, "sKKiOiddiOip;enqueue item", &name, &send, &recv, &dtype, &shape,
+                          &op, &prescale, &postscale, &root, &splits, &process_set, &allocate))
+        return -1;
+    hvd_tensor_op_init(o);
+    o->name = name;
+    o->send = (const void *)(uintptr_t)send;
+    o->recv = (void *)(uintptr_t)recv;
+    o->dtype = (hvd_dtype_t)dtype;
+    o->op = (hvd_reduce_op_t)op;
+    o->prescale = prescale;
+    o->postscale = postscale;
+    o->root = root;
+    o->process_set = process_set;
+    if (!(*shape_p = int64_array(shape, -1, &o->ndim, "shape")))
+        return -1;
+    o->shape = *shape_p;
+    if (splits != Py_None) {
+        int n;
+        if (!(*splits_p = int64_array(splits, -1, &n, "splits")))
+            return -1;
+        if (n != hvd_size()) {
+            PyErr_SetString(PyExc_ValueError,
+                            "Number of entries in splits does not equal number of workers.");
+            return -1;
+        }
+        o->splits = *splits_p;
+    }
+    if (allocate) {
+        size_t es = dtype_size(dtype);
+        if (!es) {
+            PyErr_Format(PyExc_ValueError, "enqueue: unknown dtype %d", dtype);
+            return -1;
+        }
+        out_rec_t *r = calloc(1, sizeof *r);
+        if (!r) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->esize = es;
+        *rec_p = r;
+        o->alloc = on_alloc;
+        o->alloc_user = r;
+        o->recv = NULL;
+    }
+    return 0;
+}
+
+static PyObject *py_enqueue(PyObject *self, PyObject *args) {
+    int type;
+    PyObject *items;
+    if (!PyArg_ParseTuple(args, "iO!", &type, &PyList_Type, &items))
+        return NULL;
+    batch_t b = {.n = PyList_GET_SIZE(items)};
+    if (b.n == 0) {
+        PyErr_SetString(PyExc_ValueError, "enqueue: no tensors");
+        return NULL;
+    }
+    b.ops = calloc((size_t)b.n, sizeof *b.ops);
+    b.shapes = calloc((size_t)b.n, sizeof *b.shapes);
+    b.splits = calloc((size_t)b.n, sizeof *b.splits);
+    b.recs = calloc((size_t)b.n, sizeof *b.recs);
+    hvd_handle_t *handles = calloc((size_t)b.n, sizeof *handles);
+    PyObject *result = NULL;
+    if (!b.ops || !b.shapes || !b.splits || !b.recs || !handles) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < b.n; i++)
+        if (parse_item(PyList_GET_ITEM(items, i), &b.ops[i], &b.shapes[i], &b.splits[i],
+                       &b.recs[i]) != 0)
+            goto out;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, b.ops, (size_t)b.n, handles);
+    Py_END_ALLOW_THREADS if (st != HVD_OK) {
+        raise_status(st);
+        goto out;
+    }
+    if (!(result = PyList_New(b.n)))
+        goto out;
+    for (Py_ssize_t i = 0; i < b.n; i++) {
+        PyObject *h = PyLong_FromLongLong(handles[i]);
+        if (!h) {
+            Py_CLEAR(result);
+            goto out;
+        }
+        PyList_SET_ITEM(result, i, h);
+        if (b.recs[i]) {
+            /* The library owns the record until the wait: hand it to the pending table. */
+            PyObject *cap = PyCapsule_New(b.recs[i], "hvd.out", out_rec_capsule_free);
+            if (!cap || PyDict_SetItem(pending_outputs, h, cap) != 0) {
+                /* the operation is enqueued: its record must outlive it, whatever we lose */
+                Py_XDECREF(cap);
+                Py_CLEAR(result);
+                b.recs[i] = NULL;
+                goto out;
+            }
+            Py_DECREF(cap);
+            b.recs[i] = NULL;
+        }
+    }
+out:
+    batch_free(&b);
+    free(handles);
+    return result;
+}
+
+/* The allocated output of a completed handle as (Buffer, counts). */
+static PyObject *take_output(PyObject *cap) {
+    out_rec_t *r = PyCapsule_GetPointer(cap, "hvd.out");
+    buffer_t *buf = PyObject_New(buffer_t, &buffer_type);
+    PyObject *counts = PyTuple_New(r->n);
+    if (!buf || !counts) {
+        Py_XDECREF(buf);
+        Py_XDECREF(counts);
+        return NULL;
+    }
+    for (int i = 0; i < r->n; i++) {
+        PyObject *c = PyLong_FromSize_t(r->counts[i]);
+        if (!c) {
+            Py_DECREF(buf);
+            Py_DECREF(counts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(counts, i, c);
+    }
+    buf->data = r->data; /* the buffer owns the memory now */
+    buf->len = (Py_ssize_t)(r->count * r->esize);
+    buf->exports = 0;
+    r->data = NULL;
+    PyObject *out = Py_BuildValue("(NN)", (PyObject *)buf, counts);
+    return out;
+}
+
+static PyObject *py_wait(PyObject *self, PyObject *arg) {
+    long long h = PyLong_AsLongLong(arg);
+    if (h == -1 && PyErr_Occurred())
+        return NULL;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_wait(h);
+    Py_END_ALLOW_THREADS PyObject *cap = PyDict_GetItemWithError(pending_outputs, arg);
+    if (!cap && PyErr_Occurred())
+        return NULL;
+    PyObject *out = NULL;
+    if (cap) {
+        Py_INCREF(cap);
+        if (PyDict_DelItem(pending_outputs, arg) != 0) {
+            Py_DECREF(cap);
+            return NULL;
+        }
+        if (st == HVD_OK)
+            out = take_output(cap);
+        Py_DECREF(cap); /* frees the record (and the memory, unless the Buffer took it) */
+        if (st == HVD_OK)
+            return out;
+    }
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_poll(PyObject *self, PyObject *arg) {
+    long long h = PyLong_AsLongLong(arg);
+    if (h == -1 && PyErr_Occurred())
+        return NULL;
+    int r = hvd_poll(h);
+    if (r < 0) {
+        PyErr_Format(PyExc_ValueError, "poll: handle %lld is unknown or already released", h);
+        return NULL;
+    }
+    return PyBool_FromLong(r);
+}
+
+/* ---- life cycle and topology ---- */
+
+static PyObject *py_set_exceptions(PyObject *self, PyObject *args) {
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO", &a, &b))
+        return NULL;
+    Py_XINCREF(a);
+    Py_XSETREF(internal_error_cls, a);
+    Py_XINCREF(b);
+    Py_XSETREF(hosts_updated_cls, b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_init(PyObject *self, PyObject *unused) {
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_init();
+    Py_END_ALLOW_THREADS if (st == HVD_ERR_STATE) Py_RETURN_NONE; /* initialised already */
+    if (st != HVD_OK) {
+        PyErr_Format(PyExc_ValueError, "Horovod initialization failed: %s", hvd_last_error());
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_shutdown(PyObject *self, PyObject *unused) {
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_shutdown();
+    Py_END_ALLOW_THREADS
+        /* Operations never waited for will not call their allocators any more. */
+        PyDict_Clear(pending_outputs);
+    if (st != HVD_OK && st != HVD_ERR_SHUT_DOWN)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_is_initialized(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(hvd_is_initialized());
+}
+
+#define TOPOLOGY(fn)                                                                           \
+    static PyObject *py_##fn(PyObject *self, PyObject *unused) {                               \
+        return PyLong_FromLong(hvd_##fn());                                                    \
+    }
+TOPOLOGY(rank)
+TOPOLOGY(size)
+TOPOLOGY(local_rank)
+TOPOLOGY(local_size)
+TOPOLOGY(cross_rank)
+TOPOLOGY(cross_size)
+
+static PyObject *py_is_homogeneous(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(hvd_is_homogeneous() == 1);
+}
+
+static PyObject *py_version(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(hvd_version());
+}
+
+/* ---- blocking collectives without tensors ---- */
+
+static PyObject *py_join(PyObject *self, PyObject *unused) {
+    int last = -1;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_join(&last);
+    Py_END_ALLOW_THREADS if (st != HVD_OK) return raise_status(st);
+    return PyLong_FromLong(last);
+}
+
+/* A process set's id, refused unless it is the global one (until process sets land). */
+static int global_only(int id, const char *what) {
+    if (id == 0)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: process set %d does not exist", what, id);
+    return -1;
+}
+
+static PyObject *py_barrier(PyObject *self, PyObject *args) {
+    int ps = 0;
+    if (!PyArg_ParseTuple(args, "|i", &ps) || global_only(ps, "barrier") != 0)
+        return NULL;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_barrier();
+    Py_END_ALLOW_THREADS if (st != HVD_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_start_timeline(PyObject *self, PyObject *args) {
+    const char *path;
+    int mark_cycles = 0;
+    if (!PyArg_ParseTuple(args, "s|p", &path, &mark_cycles))
+        return NULL;
+    hvd_status_t st = hvd_start_timeline(path, mark_cycles);
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stop_timeline(PyObject *self, PyObject *unused) {
+    hvd_status_t st = hvd_stop_timeline();
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+/* ---- process sets (the global one so far) ---- */
+
+static PyObject *py_add_process_set(PyObject *self, PyObject *arg) {
+    PyErr_SetString(PyExc_ValueError, "process sets other than the global one are not "
+                                      "available in this build of hvd yet");
+    return NULL;
+}
+
+static PyObject *py_remove_process_set(PyObject *self, PyObject *arg) {
+    int id = (int)PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    if (global_only(id, "remove_process_set") != 0)
+        return NULL;
+    PyErr_SetString(PyExc_ValueError, "the global process set cannot be removed");
+    return NULL;
+}
+
+static int set_id(PyObject *arg, const char *what) {
+    int id = (int)PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred())
+        return -1;
+    return global_only(id, what);
+}
+
+static PyObject *py_process_set_rank(PyObject *self, PyObject *arg) {
+    return set_id(arg, "process_set_rank") ? NULL : PyLong_FromLong(hvd_rank());
+}
+
+static PyObject *py_process_set_size(PyObject *self, PyObject *arg) {
+    return set_id(arg, "process_set_size") ? NULL : PyLong_FromLong(hvd_size());
+}
+
+static PyObject *py_process_set_included(PyObject *self, PyObject *arg) {
+    return set_id(arg, "process_set_included") ? NULL : PyLong_FromLong(hvd_is_initialized());
+}
+
+static PyObject *py_process_set_ids(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("[i]", 0);
+}
+
+static PyObject *py_process_set_ranks(PyObject *self, PyObject *arg) {
+    if (set_id(arg, "process_set_ranks"))
+        return NULL;
+    int n = hvd_size();
+    PyObject *l = PyList_New(n > 0 ? n : 0);
+    for (int i = 0; l && i < n; i++) {
+        PyObject *v = PyLong_FromLong(i);
+        if (!v) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, v);
+    }
+    return l;
+}
+
+static PyMethodDef methods[] = {
+    {"set_exceptions", py_set_exceptions, METH_VARARGS, "Register HorovodInternalError and "
+                                                        "HostsUpdatedInterrupt."},
+    {"init", py_init, METH_NOARGS, "hvd_init."},
+    {"shutdown", py_shutdown, METH_NOARGS, "hvd_shutdown (no-op when not initialised)."},
+    {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
+    {"rank", py_rank, METH_NOARGS, NULL},
+    {"size", py_size, METH_NOARGS, NULL},
+    {"local_rank", py_local_rank, METH_NOARGS, NULL},
+    {"local_size", py_local_size, METH_NOARGS, NULL},
+    {"cross_rank", py_cross_rank, METH_NOARGS, NULL},
+    {"cross_size", py_cross_size, METH_NOARGS, NULL},
+    {"is_homogeneous", py_is_homogeneous, METH_NOARGS, NULL},
+    {"version", py_version, METH_NOARGS, NULL},
+    {"enqueue", py_enqueue, METH_VARARGS, "Enqueue a group of operations; returns handles."},
+    {"wait", py_wait, METH_O, "Wait for a handle; (Buffer, counts) for allocated outputs."},
+    {"poll", py_poll, METH_O, NULL},
+    {"join", py_join, METH_NOARGS, NULL},
+    {"barrier", py_barrier, METH_VARARGS, NULL},
+    {"start_timeline", py_start_timeline, METH_VARARGS, NULL},
+    {"stop_timeline", py_stop_timeline, METH_NOARGS, NULL},
+    {"add_process_set", py_add_process_set, METH_O, NULL},
+    {"remove_process_set", py_remove_process_set, METH_O, NULL},
+    {"process_set_rank", py_process_set_rank, METH_O, NULL},
+    {"process_set_size", py_process_set_size, METH_O, NULL},
+    {"process_set_included", py_process_set_included, METH_O, NULL},
+    {"process_set_ids", py_process_set_ids, METH_NOARGS, NULL},
+    {"process_set_ranks", py_process_set_ranks, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "horovod._hvd",
+                                    "libhvd for the horovod package.", -1, methods};
+
+PyMODINIT_FUNC PyInit__hvd(void);
+PyMODINIT_FUNC PyInit__hvd(void) {
+    if (PyType_Ready(&buffer_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    if (!(pending_outputs = PyDict_New()))
+        goto err;
+    Py_INCREF(&buffer_type);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&buffer_type) < 0) {
+        Py_DECREF(&buffer_type);
+        goto err;
+    }
+    static const struct {
+        const char *name;
+        int value;
+    } consts[] = {
+        {"UINT8", HVD_UINT8},         {"INT8", HVD_INT8},
+        {"UINT16", HVD_UINT16},       {"INT16", HVD_INT16},
+        {"INT32", HVD_INT32},         {"INT64", HVD_INT64},
+        {"FLOAT16", HVD_FLOAT16},     {"FLOAT32", HVD_FLOAT32},
+        {"FLOAT64", HVD_FLOAT64},     {"BOOL", HVD_BOOL},
+        {"BFLOAT16", HVD_BFLOAT16},   {"AVERAGE", HVD_AVERAGE},
+        {"SUM", HVD_SUM},             {"ADASUM", HVD_ADASUM},
+        {"MIN", HVD_MIN},             {"MAX", HVD_MAX},
+        {"PRODUCT", HVD_PRODUCT},     {"ALLREDUCE", HVD_OP_ALLREDUCE},
+        {"ALLGATHER", HVD_OP_ALLGATHER}, {"BROADCAST", HVD_OP_BROADCAST},
+        {"ALLTOALL", HVD_OP_ALLTOALL},   {"REDUCESCATTER", HVD_OP_REDUCESCATTER},
+    };
+    for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
+        if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0)
+            goto err;
+    return m;
+err:
+    Py_DECREF(m);
+    return NULL;
+}
