@@ -4,8 +4,8 @@
 #
 #   scripts/install-deps.sh           what the build and the test suite need (CI runs this)
 #   scripts/install-deps.sh --bench   also the peers tools/compare_allreduce.sh measures
-#                                     against: Open MPI's library and PyTorch (gloo); large,
-#                                     not for CI
+#                                     against: Open MPI's library (PyTorch's gloo comes
+#                                     with python3-torch, which the tests need anyway)
 set -euo pipefail
 
 packages=(
@@ -25,9 +25,12 @@ packages=(
   libpmix-dev                        # pmix.h: ranks of a plain Open MPI mpirun meet through PMIx
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
+  python3-dev                        # Python.h: the horovod package's extension module
+  python3-torch python3-numpy        # horovod.torch, its tests and the PyTorch example
+  python3-pytest python3-cloudpickle # the Python tests; broadcast_object / allgather_object
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libopenmpi-dev python3-torch)
+  packages+=(libopenmpi-dev)
 elif [[ $# -gt 0 ]]; then
   echo "usage: $0 [--bench]" >&2
   exit 2

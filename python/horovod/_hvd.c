@@ -419,9 +419,9 @@ static PyObject *py_is_initialized(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(hvd_is_initialized());
 }
 
-#define TOPOLOGY(fn)                                                                           \
-    static PyObject *py_##fn(PyObject *self, PyObject *unused) {                               \
-        return PyLong_FromLong(hvd_##fn());                                                    \
+#define TOPOLOGY(fn)                                                                               \
+    static PyObject *py_##fn(PyObject *self, PyObject *unused) {                                   \
+        return PyLong_FromLong(hvd_##fn());                                                        \
     }
 TOPOLOGY(rank)
 TOPOLOGY(size)
@@ -542,8 +542,9 @@ static PyObject *py_process_set_ranks(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"set_exceptions", py_set_exceptions, METH_VARARGS, "Register HorovodInternalError and "
-                                                        "HostsUpdatedInterrupt."},
+    {"set_exceptions", py_set_exceptions, METH_VARARGS,
+     "Register HorovodInternalError and "
+     "HostsUpdatedInterrupt."},
     {"init", py_init, METH_NOARGS, "hvd_init."},
     {"shutdown", py_shutdown, METH_NOARGS, "hvd_shutdown (no-op when not initialised)."},
     {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
@@ -593,17 +594,28 @@ PyMODINIT_FUNC PyInit__hvd(void) {
         const char *name;
         int value;
     } consts[] = {
-        {"UINT8", HVD_UINT8},         {"INT8", HVD_INT8},
-        {"UINT16", HVD_UINT16},       {"INT16", HVD_INT16},
-        {"INT32", HVD_INT32},         {"INT64", HVD_INT64},
-        {"FLOAT16", HVD_FLOAT16},     {"FLOAT32", HVD_FLOAT32},
-        {"FLOAT64", HVD_FLOAT64},     {"BOOL", HVD_BOOL},
-        {"BFLOAT16", HVD_BFLOAT16},   {"AVERAGE", HVD_AVERAGE},
-        {"SUM", HVD_SUM},             {"ADASUM", HVD_ADASUM},
-        {"MIN", HVD_MIN},             {"MAX", HVD_MAX},
-        {"PRODUCT", HVD_PRODUCT},     {"ALLREDUCE", HVD_OP_ALLREDUCE},
-        {"ALLGATHER", HVD_OP_ALLGATHER}, {"BROADCAST", HVD_OP_BROADCAST},
-        {"ALLTOALL", HVD_OP_ALLTOALL},   {"REDUCESCATTER", HVD_OP_REDUCESCATTER},
+        {"UINT8", HVD_UINT8},
+        {"INT8", HVD_INT8},
+        {"UINT16", HVD_UINT16},
+        {"INT16", HVD_INT16},
+        {"INT32", HVD_INT32},
+        {"INT64", HVD_INT64},
+        {"FLOAT16", HVD_FLOAT16},
+        {"FLOAT32", HVD_FLOAT32},
+        {"FLOAT64", HVD_FLOAT64},
+        {"BOOL", HVD_BOOL},
+        {"BFLOAT16", HVD_BFLOAT16},
+        {"AVERAGE", HVD_AVERAGE},
+        {"SUM", HVD_SUM},
+        {"ADASUM", HVD_ADASUM},
+        {"MIN", HVD_MIN},
+        {"MAX", HVD_MAX},
+        {"PRODUCT", HVD_PRODUCT},
+        {"ALLREDUCE", HVD_OP_ALLREDUCE},
+        {"ALLGATHER", HVD_OP_ALLGATHER},
+        {"BROADCAST", HVD_OP_BROADCAST},
+        {"ALLTOALL", HVD_OP_ALLTOALL},
+        {"REDUCESCATTER", HVD_OP_REDUCESCATTER},
     };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0)

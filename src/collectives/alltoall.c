@@ -87,8 +87,10 @@ hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t 
         got += rbytes[r];
     }
     if (st == HVD_OK && sendcounts[g->rank] != recvcounts[g->rank])
-        st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: this rank sends itself %zu elements but "
-                            "expects %zu", what, sendcounts[g->rank], recvcounts[g->rank]);
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "%s: this rank sends itself %zu elements but "
+                            "expects %zu",
+                            what, sendcounts[g->rank], recvcounts[g->rank]);
     if (st == HVD_OK && ((!send && sent) || (!recv && got)))
         st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: a buffer is NULL", what);
     if (st != HVD_OK)

@@ -95,7 +95,6 @@ hvd_status_t hvd__coll_reducescatter(hvd_group_t *g, const void *send, void *rec
 }
 
 hvd_status_t hvd__coll_reducescatterv(hvd_group_t *g, const void *send, void *recv,
-                                      const size_t *counts, hvd_dtype_t dtype,
-                                      hvd_reduce_op_t op) {
+                                      const size_t *counts, hvd_dtype_t dtype, hvd_reduce_op_t op) {
     return reducescatter(g, send, recv, counts, 0, dtype, op);
 }

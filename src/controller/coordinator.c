@@ -169,8 +169,7 @@ static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, s
                          "Mismatched %s tensor shapes: One rank sent a tensor with dimension %d "
                          "equal to %lld, but another rank sent a tensor with dimension %d equal "
                          "to %lld.",
-                         hvd__neg_type_name(t), d, (long long)a->dims[d], d,
-                         (long long)b->dims[d]);
+                         hvd__neg_type_name(t), d, (long long)a->dims[d], d, (long long)b->dims[d]);
                 return 1;
             }
         }

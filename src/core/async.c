@@ -447,8 +447,7 @@ static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, i
         return hvd__coll_check_buf(o->recv, mine, what, "recv");
     }
     }
-    return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: unknown operation type %d",
-                          (int)type);
+    return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: unknown operation type %d", (int)type);
 }
 
 hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,

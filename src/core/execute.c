@@ -259,8 +259,10 @@ static size_t row_elements(const hvd_entry_t *x) {
 static hvd_status_t allocate(hvd_entry_t *x, size_t total, const size_t *counts, int p) {
     x->recv = x->alloc(x->alloc_user, total, counts, p);
     if (!x->recv && total)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "'%s': the output of %zu elements could not be "
-                              "allocated", x->name, total);
+        return hvd__error_set(HVD_ERR_NO_MEMORY,
+                              "'%s': the output of %zu elements could not be "
+                              "allocated",
+                              x->name, total);
     return HVD_OK;
 }
 

@@ -8,5 +8,5 @@ while IFS= read -r f; do
     echo "not formatted: $f (run clang-format -i $f)"
     bad=1
   fi
-done < <(find include src tests tools examples -name '*.c' -o -name '*.h')
+done < <(find include src tests tools examples python -name '*.c' -o -name '*.h')
 exit $bad

@@ -1,0 +1,1 @@
+"""Framework-independent parts of the horovod package."""

@@ -1,0 +1,85 @@
+"""Helpers Horovod's users and tests import from horovod.common.util."""
+import contextlib
+import os
+
+from horovod import _hvd
+
+
+def check_extension(ext_name, ext_env_var, pkg_path, *args):
+    """Horovod checks that its framework extension was built; hvd's one extension always is."""
+
+
+def split_list(items, n):
+    """Split `items` into n lists of (nearly) equal length, the first ones longer."""
+    q, r = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + q + (1 if i < r else 0)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+def num_rank_is_power_2(num_rank):
+    """True when num_rank is a power of two (Adasum's requirement in Horovod)."""
+    return num_rank > 0 and (num_rank & (num_rank - 1)) == 0
+
+
+def is_iterable(x):
+    try:
+        iter(x)
+    except TypeError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def env(**kwargs):
+    """Set environment variables for the duration of a with block (None unsets one)."""
+    saved = {k: os.environ.get(k) for k in kwargs}
+    try:
+        for k, v in kwargs.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def gloo_built(verbose=False):
+    return True
+
+
+def mpi_built(verbose=False):
+    return False
+
+
+def nccl_built(verbose=False):
+    return 0
+
+
+def ddl_built(verbose=False):
+    return False
+
+
+def ccl_built(verbose=False):
+    return False
+
+
+def cuda_built(verbose=False):
+    return False
+
+
+def rocm_built(verbose=False):
+    return False
+
+
+def extension_version():
+    """libhvd's version."""
+    return _hvd.version()

@@ -1,0 +1,54 @@
+"""Horovod's PyTorch API on hvd: `import horovod.torch as hvd`.
+
+    hvd.init()
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+CPU tensors only (this build has no CUDA). Adasum is not available (it needs Horovod's MPI
+controller). Everything else of horovod.torch 0.28.1 is here under the same names.
+"""
+from horovod.common.basics import _basics
+from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from horovod.common.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                         remove_process_set)
+from horovod.torch import mpi_ops as _mpi_ops
+from horovod.torch.compression import Compression
+from horovod.torch.functions import (allgather_object, broadcast_object,
+                                     broadcast_optimizer_state, broadcast_parameters)
+from horovod.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
+                                   allgather_async, allreduce, allreduce_, allreduce_async,
+                                   allreduce_async_, alltoall, alltoall_async, barrier, broadcast,
+                                   broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
+                                   grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                                   grouped_allreduce_async, grouped_allreduce_async_,
+                                   grouped_reducescatter, grouped_reducescatter_async, join, poll,
+                                   reducescatter, reducescatter_async, sparse_allreduce_async,
+                                   synchronize)
+from horovod.torch.optimizer import DistributedOptimizer
+from horovod.torch.sync_batch_norm import SyncBatchNorm
+
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
+size = _basics.size
+local_size = _basics.local_size
+cross_size = _basics.cross_size
+rank = _basics.rank
+local_rank = _basics.local_rank
+cross_rank = _basics.cross_rank
+is_homogeneous = _basics.is_homogeneous
+mpi_threads_supported = _basics.mpi_threads_supported
+mpi_enabled = _basics.mpi_enabled
+mpi_built = _basics.mpi_built
+gloo_enabled = _basics.gloo_enabled
+gloo_built = _basics.gloo_built
+nccl_built = _basics.nccl_built
+ddl_built = _basics.ddl_built
+ccl_built = _basics.ccl_built
+cuda_built = _basics.cuda_built
+rocm_built = _basics.rocm_built
+
+# pending handles die with the job they belonged to
+_basics._shutdown_hooks.append(_mpi_ops._reset_handles)

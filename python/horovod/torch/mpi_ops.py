@@ -1,0 +1,676 @@
+"""Horovod's collective operations on torch tensors, over libhvd (horovod._hvd).
+
+Every operation has an asynchronous form returning an integer handle (poll, synchronize) and
+a blocking form; trailing underscore means in place. The blocking forms of allreduce,
+allgather, broadcast, alltoall and reducescatter are autograd functions with the gradients
+Horovod defines. Tensors cross into the library as data pointers: everything the library
+reads or writes is kept alive, and contiguous, until its handle is synchronized.
+"""
+import threading
+import warnings
+
+import torch
+
+from horovod import _hvd
+from horovod.common.basics import _basics
+from horovod.common.exceptions import HorovodInternalError
+from horovod.common.process_sets import ProcessSet, global_process_set
+from horovod.torch.compression import Compression
+
+# reduce ops (Horovod's values)
+Average = _hvd.AVERAGE
+Sum = _hvd.SUM
+Adasum = _hvd.ADASUM
+Min = _hvd.MIN
+Max = _hvd.MAX
+Product = _hvd.PRODUCT
+
+_DTYPES = {
+    torch.uint8: _hvd.UINT8,
+    torch.int8: _hvd.INT8,
+    torch.int16: _hvd.INT16,
+    torch.int32: _hvd.INT32,
+    torch.int64: _hvd.INT64,
+    torch.float16: _hvd.FLOAT16,
+    torch.bfloat16: _hvd.BFLOAT16,
+    torch.float32: _hvd.FLOAT32,
+    torch.float64: _hvd.FLOAT64,
+    torch.bool: _hvd.BOOL,
+}
+
+
+def _dtype_code(tensor):
+    try:
+        return _DTYPES[tensor.dtype]
+    except KeyError:
+        raise ValueError(f"Tensor type {tensor.type()} is not supported.") from None
+
+
+def _check_cpu(tensor):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type != "cpu":
+        raise ValueError(f"hvd runs on CPU tensors; this tensor is on {tensor.device} "
+                         "(this build has no CUDA support)")
+    if tensor.is_sparse:
+        raise ValueError("sparse tensors go through sparse_allreduce_async")
+
+
+def _process_set_id(process_set):
+    if process_set is None:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError("process_set must be a horovod ProcessSet")
+    if process_set.process_set_id is None:
+        raise ValueError("the process set has not been registered (hvd.add_process_set)")
+    return process_set.process_set_id
+
+
+def _op_of(average, op, prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's rules: `average` is deprecated and exclusive with `op`; Average by default."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
+                      "a future release", DeprecationWarning)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op not in (Average, Sum, Adasum, Min, Max, Product):
+        raise ValueError(f"unknown reduction op {op!r}")
+    if op == Adasum:
+        raise ValueError("Adasum is not available in hvd: it needs Horovod's MPI controller; "
+                         "use op=hvd.Average")
+    return op
+
+
+# ---- handles ----
+
+class _HandleTable:
+    """What each handle's operation needs kept alive, and how to finish it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items = {}
+        self._next_group = 0
+
+    def put(self, handle, finish):
+        with self._lock:
+            self._items[handle] = finish
+
+    def pop(self, handle):
+        with self._lock:
+            try:
+                return self._items.pop(handle)
+            except KeyError:
+                raise ValueError(f"handle {handle} was never returned or has been synchronized "
+                                 "already") from None
+
+    def known(self, handle):
+        with self._lock:
+            return handle in self._items
+
+    def clear(self):
+        with self._lock:
+            self._items.clear()
+
+    def next_id(self):
+        with self._lock:
+            self._next_group += 1
+            return self._next_group
+
+
+_handles = _HandleTable()
+_noname_counter = [0]
+_noname_lock = threading.Lock()
+
+
+def _auto_name(kind, name):
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty string")
+        return f"{kind}.{name}"
+    with _noname_lock:
+        _noname_counter[0] += 1
+        return f"{kind}.noname.{_noname_counter[0]}"
+
+
+class _Group:
+    """Several handles returned as one (the grouped operations)."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+
+def _enqueue(kind, items):
+    try:
+        return _hvd.enqueue(kind, items)
+    except ValueError:
+        raise
+    except RuntimeError as e:
+        if isinstance(e, HorovodInternalError):
+            raise
+        raise HorovodInternalError(str(e)) from None
+
+
+def _item(name, send, recv, tensor, op=Sum, prescale=1.0, postscale=1.0, root=0, splits=None,
+          ps=0, allocate=False):
+    return (name, send.data_ptr() if send is not None else 0,
+            recv.data_ptr() if recv is not None else 0, _dtype_code(tensor), tuple(tensor.shape),
+            op, float(prescale), float(postscale), int(root), splits, ps, bool(allocate))
+
+
+def _contiguous(tensor):
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _ranks_size(ps):
+    return _hvd.process_set_size(ps) if ps else _basics.size()
+
+
+# Handles of the Python layer's own composite operations (sparse allreduce): negative, so
+# they never collide with libhvd's; their finish function does the waiting.
+_sparse_handles = set()
+
+
+def poll(handle):
+    """True when the operation of `handle` is done (synchronize will not block)."""
+    if isinstance(handle, _Group):
+        return all(poll(h) for h in handle.handles)
+    if handle in _sparse_handles:
+        return True
+    return _hvd.poll(handle)
+
+
+def synchronize(handle):
+    """Wait for the operation of `handle` and return its output (a list for a grouped one).
+    Raises HorovodInternalError when it failed."""
+    if isinstance(handle, _Group):
+        return [synchronize(h) for h in handle.handles]
+    finish = _handles.pop(handle)
+    if handle in _sparse_handles:
+        _sparse_handles.discard(handle)
+        return finish(None)
+    try:
+        result = _hvd.wait(handle)
+    except HorovodInternalError:
+        raise
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from None
+    return finish(result)
+
+
+# ---- allreduce ----
+
+def _allreduce_items(tensors, outputs, names, op, prescale, postscale, ps):
+    items, finishes = [], []
+    for tensor, output, name in zip(tensors, outputs, names):
+        _check_cpu(tensor)
+        src = _contiguous(tensor)
+        dst = output if output.is_contiguous() else torch.empty_like(output,
+                                                                     memory_format=torch.contiguous_format)
+        if src is not tensor and output is tensor:
+            dst = src  # in place on a non-contiguous tensor: work on its contiguous copy
+        items.append(_item(name, src, dst, src, op, prescale, postscale, ps=ps))
+
+        def finish(_, src=src, dst=dst, output=output):
+            if dst is not output:
+                output.copy_(dst)
+            return output
+        finishes.append(finish)
+    return items, finishes
+
+
+def _reduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set,
+                  grouped):
+    ps = _process_set_id(process_set)
+    if grouped:
+        base = _auto_name("allreduce", name)
+        names = [f"{base}.{i}" for i in range(len(tensors))]
+    else:
+        names = [_auto_name("allreduce", name)]
+    items, finishes = _allreduce_items(tensors, outputs, names, op, prescale_factor,
+                                       postscale_factor, ps)
+    handles = _enqueue(_hvd.ALLREDUCE, items)
+    for h, f in zip(handles, finishes):
+        _handles.put(h, f)
+    return _Group(handles) if grouped else handles[0]
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Start averaging (or summing, ...) `tensor` over every rank into a new tensor; returns a
+    handle for poll and synchronize."""
+    op = _op_of(average, op)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _reduce_async([tensor], [output], name, op, prescale_factor, postscale_factor,
+                         process_set, False)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """allreduce_async writing the result into `tensor` itself."""
+    op = _op_of(average, op)
+    return _reduce_async([tensor], [tensor], name, op, prescale_factor, postscale_factor,
+                         process_set, False)
+
+
+class _AllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale, process_set):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale, postscale, process_set
+        return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale,
+                                           postscale_factor=postscale, process_set=process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = allreduce(grad, op=ctx.op, prescale_factor=ctx.prescale,
+                        postscale_factor=ctx.postscale, process_set=ctx.process_set)
+        return out, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Average (by default), sum, min, max or multiply `tensor` over every rank of the process
+    set; returns a new tensor of the same shape and dtype. Differentiable: the gradient is
+    the same reduction of the output's gradient. `compression` applies to the wire format."""
+    op = _op_of(average, op)
+    compressed, cctx = compression.compress(tensor)
+    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor,
+                             process_set)
+    return compression.decompress(out, cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """allreduce in place: `tensor` receives the result and is returned."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Start allreduces of a list of tensors enqueued (and fused) as one unit."""
+    op = _op_of(average, op)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allreduce needs at least one tensor")
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _reduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
+                         process_set, True)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    op = _op_of(average, op)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allreduce needs at least one tensor")
+    return _reduce_async(tensors, tensors, name, op, prescale_factor, postscale_factor,
+                         process_set, True)
+
+
+class _GroupedAllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, process_set, *tensors):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale, postscale, process_set
+        return tuple(synchronize(grouped_allreduce_async(
+            tensors, name=name, op=op, prescale_factor=prescale, postscale_factor=postscale,
+            process_set=process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        outs = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.prescale,
+                                 postscale_factor=ctx.postscale, process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(outs)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """allreduce of every tensor of a list, negotiated and fused together."""
+    op = _op_of(average, op)
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                     *[c for c, _ in pairs])
+    return [compression.decompress(o, cctx) for o, (_, cctx) in zip(outs, pairs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Reduce a sparse COO tensor as Horovod does: allgather its indices and values (so the
+    result holds every rank's entries, duplicates summed when coalesced); Average divides
+    the values by the number of ranks. Returns a handle; synchronize gives the sparse sum."""
+    if not tensor.is_sparse:
+        raise ValueError("sparse_allreduce_async needs a sparse tensor")
+    if op not in (Average, Sum):
+        raise ValueError("sparse allreduce supports Average and Sum only")
+    t = tensor.coalesce()
+    indices = allgather_async(t.indices().t().contiguous(), name=f"{name}.indices",
+                              process_set=process_set)
+    values = allgather_async(t.values().contiguous(), name=f"{name}.values",
+                             process_set=process_set)
+    size = _ranks_size(_process_set_id(process_set))
+
+    def finish(_):
+        idx = synchronize(indices).t()
+        val = synchronize(values)
+        if op == Average:
+            val = val / size
+        return torch.sparse_coo_tensor(idx, val, t.shape)
+    handle = -_handles.next_id()  # a handle of the Python layer: negative, never libhvd's
+    _handles.put(handle, finish)
+    _sparse_handles.add(handle)
+    return handle
+
+
+# ---- allgather ----
+
+def _shaped(buf, counts, tensor):
+    """The output tensor of an allocated allgather/alltoall: rows from every rank."""
+    rest = tuple(tensor.shape[1:])
+    row = 1
+    for d in rest:
+        row *= d
+    total = sum(counts)
+    if total == 0:
+        out = torch.empty((0,) + rest, dtype=tensor.dtype)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the buffer is writable; torch warns regardless
+            out = torch.frombuffer(buf, dtype=tensor.dtype).reshape((total // row if row else 0,)
+                                                                    + rest)
+    rows = [c // row if row else 0 for c in counts]
+    return out, rows
+
+
+def _allgather_async(tensors, name, process_set, grouped):
+    ps = _process_set_id(process_set)
+    base = _auto_name("allgather", name)
+    names = [f"{base}.{i}" for i in range(len(tensors))] if grouped else [base]
+    items, finishes = [], []
+    for tensor, n in zip(tensors, names):
+        _check_cpu(tensor)
+        if tensor.dim() == 0:
+            raise ValueError("allgather of a 0-dimensional tensor: give it at least one "
+                             "dimension (Horovod: rank zero tried to ALLGATHER a rank-zero tensor)")
+        src = _contiguous(tensor)
+        items.append(_item(n, src, None, src, ps=ps, allocate=True))
+        finishes.append(lambda result, src=src: _shaped(result[0], result[1], src)[0])
+    handles = _enqueue(_hvd.ALLGATHER, items)
+    for h, f in zip(handles, finishes):
+        _handles.put(h, f)
+    return _Group(handles) if grouped else handles[0]
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Start concatenating every rank's `tensor` along the first dimension (which may differ
+    between ranks; the others may not)."""
+    return _allgather_async([tensor], name, process_set, False)
+
+
+class _AllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows = tensor.shape[0]
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name=name, process_set=process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Horovod: average the gradient over the ranks, then take this rank's rows
+        reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
+        rows = synchronize(allgather_async(torch.tensor([ctx.rows]),
+                                           process_set=ctx.process_set)).tolist()
+        me = _hvd.process_set_rank(_process_set_id(ctx.process_set))
+        start = sum(rows[:me])
+        return reduced.narrow(0, start, ctx.rows), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along the first dimension, in rank order."""
+    return _AllgatherFn.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allgather needs at least one tensor")
+    return _allgather_async(tensors, name, process_set, True)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of every tensor of a list, negotiated together."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---- broadcast ----
+
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    ps = _process_set_id(process_set)
+    _check_cpu(tensor)
+    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
+        raise TypeError("root_rank must be an int")
+    buf = output if output.is_contiguous() else torch.empty_like(
+        output, memory_format=torch.contiguous_format)
+    if buf is not tensor:
+        buf.copy_(tensor)  # the root sends it; elsewhere it is overwritten
+    item = _item(_auto_name("broadcast", name), None, buf, buf, root=root_rank, ps=ps)
+    handle = _enqueue(_hvd.BROADCAST, [item])[0]
+
+    def finish(_):
+        if buf is not output:
+            output.copy_(buf)
+        return output
+    _handles.put(handle, finish)
+    return handle
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Start copying root_rank's `tensor` to a new tensor on every rank."""
+    return _broadcast_async(tensor, torch.empty_like(tensor, memory_format=torch.contiguous_format),
+                            root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """broadcast_async into `tensor` itself."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+class _BroadcastFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Horovod: the gradients of every rank are averaged; only the root's input gets them
+        reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
+        if _basics.rank() != ctx.root_rank:
+            reduced = reduced * 0
+        return reduced, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor` on every rank (a new tensor). Differentiable."""
+    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """broadcast into `tensor` itself; returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- alltoall ----
+
+def _splits_tuple(splits, size):
+    if splits is None:
+        return None
+    if isinstance(splits, torch.Tensor):
+        if splits.dim() != 1:
+            raise ValueError("alltoall expects a 1D splits tensor")
+        if splits.dtype != torch.int32:
+            raise ValueError("alltoall expects splits to contain 32-bit integer elements.")
+        splits = splits.tolist()
+    splits = tuple(int(s) for s in splits)
+    if len(splits) != size:
+        raise ValueError("Number of entries in splits does not equal number of workers.")
+    return splits
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Start scattering slices of `tensor` (first dimension, `splits[j]` rows to rank j, or an
+    even split) and gathering what every rank sends here. synchronize returns
+    (output, received_splits)."""
+    ps = _process_set_id(process_set)
+    _check_cpu(tensor)
+    if tensor.dim() == 0:
+        raise ValueError("alltoall of a 0-dimensional tensor: give it at least one dimension")
+    sp = _splits_tuple(splits, _ranks_size(ps))
+    src = _contiguous(tensor)
+    item = _item(_auto_name("alltoall", name), src, None, src, splits=sp, ps=ps, allocate=True)
+    handle = _enqueue(_hvd.ALLTOALL, [item])[0]
+
+    def finish(result, src=src):
+        out, rows = _shaped(result[0], result[1], src)
+        return out, torch.tensor(rows, dtype=torch.int32)
+    _handles.put(handle, finish)
+    return handle
+
+
+class _AlltoallFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        ctx.process_set = process_set
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        out, _ = alltoall(grad, splits=ctx.received, process_set=ctx.process_set)
+        return out, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Scatter slices of `tensor` to every rank and gather theirs. Returns the output, and
+    with `splits` given also the rows received from each rank (as Horovod). Differentiable."""
+    out, received = _AlltoallFn.apply(tensor, splits, name, process_set)
+    return out if splits is None else (out, received)
+
+
+# ---- reducescatter ----
+
+def _reducescatter_async(tensors, name, op, prescale_factor, postscale_factor, process_set,
+                         grouped):
+    ps = _process_set_id(process_set)
+    if op not in (Average, Sum):
+        raise ValueError("Reducescatter currently only supports AVERAGE and SUM.")
+    size = _ranks_size(ps)
+    me = _hvd.process_set_rank(ps) if ps else _basics.rank()
+    base = _auto_name("reducescatter", name)
+    names = [f"{base}.{i}" for i in range(len(tensors))] if grouped else [base]
+    items, finishes = [], []
+    for tensor, n in zip(tensors, names):
+        _check_cpu(tensor)
+        if tensor.dim() == 0:
+            raise ValueError("reducescatter of a 0-dimensional tensor: give it at least one "
+                             "dimension")
+        src = _contiguous(tensor)
+        rows = src.shape[0] // size + (1 if me < src.shape[0] % size else 0)
+        out = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype)
+        items.append(_item(n, src, out, src, op, prescale_factor, postscale_factor, ps=ps))
+        finishes.append(lambda _, out=out, src=src: out)
+    handles = _enqueue(_hvd.REDUCESCATTER, items)
+    for h, f in zip(handles, finishes):
+        _handles.put(h, f)
+    return _Group(handles) if grouped else handles[0]
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing `tensor` over every rank and scattering the result by rows: rank r gets
+    dim0 // size rows, one more for the first dim0 % size ranks."""
+    return _reducescatter_async([tensor], name, op, prescale_factor, postscale_factor,
+                                process_set, False)
+
+
+class _ReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale, postscale):
+        ctx.op, ctx.process_set, ctx.scale = op, process_set, prescale * postscale
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale,
+                                               postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Horovod: gather the gradient's pieces; a sum fans out to every rank unchanged, an
+        # average's share of each is 1/size
+        g = allgather(grad, process_set=ctx.process_set)
+        if ctx.op == Average:
+            g = g / _ranks_size(_process_set_id(ctx.process_set))
+        return g * ctx.scale, None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` over every rank and return this rank's rows of the result."""
+    compressed, cctx = compression.compress(tensor)
+    out = _ReducescatterFn.apply(compressed, name, op, process_set, prescale_factor,
+                                 postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_reducescatter needs at least one tensor")
+    return _reducescatter_async(tensors, name, op, prescale_factor, postscale_factor,
+                                process_set, True)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """reducescatter of every tensor of a list, negotiated together."""
+    pairs = [compression.compress(t) for t in tensors]
+    outs = synchronize(grouped_reducescatter_async([c for c, _ in pairs], name, op, process_set,
+                                                   prescale_factor, postscale_factor))
+    return [compression.decompress(o, cctx) for o, (_, cctx) in zip(outs, pairs)]
+
+
+# ---- join and barrier ----
+
+def join(device=-1):
+    """For a rank out of data: take part with zeros in the others' allreduces until every rank
+    has joined; returns the rank that joined last."""
+    try:
+        return _hvd.join()
+    except HorovodInternalError:
+        raise
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from None
+
+
+def barrier(process_set=global_process_set):
+    """Return once every rank of the process set has called barrier."""
+    try:
+        _hvd.barrier(_process_set_id(process_set))
+    except HorovodInternalError:
+        raise
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from None
+
+
+def _reset_handles():
+    """Forget every pending handle (after shutdown: their operations failed or ended)."""
+    _handles.clear()
+    _sparse_handles.clear()

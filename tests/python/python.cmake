@@ -1,0 +1,28 @@
+# The horovod package's tests (label python): tests/python/ranks/ run by pytest on every rank
+# of a horovodrun job at np 1, 2 and 3; tests/python/test_jobs.py drives whole jobs (a rank
+# SIGKILLed mid-training, the PyTorch example) from one pytest process.
+if(NOT HVD_PYTHON_BUILT)
+  return()
+endif()
+set(HVD_PY_ENV
+    "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;HVD_BUILD_DIR=${PROJECT_BINARY_DIR}")
+if(HVD_SANITIZE)
+  # The interpreter is not instrumented: the sanitizer runtime must be loaded first, and
+  # CPython's and torch's own allocations at exit are not this project's leaks.
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE HVD_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND HVD_PY_ENV "LD_PRELOAD=${HVD_LIBASAN}"
+       "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+endif()
+foreach(np 1 2 3)
+  add_test(NAME python.ranks_np${np}
+           COMMAND timeout -k 10 580 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
+                   -np ${np} ${HVD_PYTHON_EXECUTABLE} -m pytest -q -x -p no:cacheprovider
+                   ${PROJECT_SOURCE_DIR}/tests/python/ranks)
+  set_tests_properties(python.ranks_np${np} PROPERTIES TIMEOUT 600 LABELS python
+                       ENVIRONMENT "${HVD_PY_ENV}")
+endforeach()
+add_test(NAME python.jobs
+         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
+                 ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
+set_tests_properties(python.jobs PROPERTIES TIMEOUT 600 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
