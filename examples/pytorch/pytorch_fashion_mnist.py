@@ -27,7 +27,7 @@ import horovod.torch as hvd
 parser = argparse.ArgumentParser(description="PyTorch Fashion-MNIST example on hvd")
 parser.add_argument("--batch-size", type=int, default=64, help="input batch size per rank")
 parser.add_argument("--test-batch-size", type=int, default=1000)
-parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--epochs", type=int, default=4)
 parser.add_argument("--lr", type=float, default=0.01, help="learning rate of one rank")
 parser.add_argument("--momentum", type=float, default=0.9)
 parser.add_argument("--seed", type=int, default=42)
@@ -70,15 +70,14 @@ class Net(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 16, kernel_size=5)
         self.conv2 = nn.Conv2d(16, 32, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d(0.1)
         self.fc1 = nn.Linear(512, 128)
         self.fc2 = nn.Linear(128, 10)
 
     def forward(self, x):
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = x.flatten(1)
-        x = F.dropout(F.relu(self.fc1(x)), p=0.2, training=self.training)
+        x = F.relu(self.fc1(x))
         return F.log_softmax(self.fc2(x), dim=1)
 
 
