@@ -1,0 +1,73 @@
+"""Per-call cost of one allreduce from Python: hvd.allreduce against
+torch.distributed.all_reduce with gloo, on float32 tensors of the given element counts.
+
+    horovodrun -np 2 /usr/bin/python3 tools/pytorch_allreduce_latency.py [--gloo] \
+        [--counts 1,262144] [--iters 2000] [--warmup 200]
+
+Each rank times every call; the reported figure is the median over the calls of the largest
+time over the ranks (the job waits for its slowest rank), in microseconds. --gloo runs the
+same loop under torch.distributed (gloo backend) with horovodrun as its launcher. For the C
+API's figure, run tools/hvd_allreduce_perf with the same sizes.
+"""
+import argparse
+import os
+import time
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--gloo", action="store_true", help="torch.distributed with gloo instead")
+parser.add_argument("--counts", default="1,262144", help="float32 elements per call")
+parser.add_argument("--iters", type=int, default=2000)
+parser.add_argument("--warmup", type=int, default=200)
+parser.add_argument("--port", type=int, default=29512)
+
+
+def main():
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.gloo:
+        import torch.distributed as dist
+        rank, size = int(os.environ.get("HOROVOD_RANK", 0)), int(os.environ.get("HOROVOD_SIZE", 1))
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(args.port))
+        dist.init_process_group("gloo", rank=rank, world_size=size)
+
+        def call(t):
+            dist.all_reduce(t)
+
+        def slowest(x):
+            t = torch.tensor([x], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return t.item()
+        name = "torch.distributed.all_reduce (gloo)"
+    else:
+        import horovod.torch as hvd
+        hvd.init()
+        rank, size = hvd.rank(), hvd.size()
+
+        def call(t):
+            hvd.allreduce(t, op=hvd.Sum, name="latency")
+
+        def slowest(x):
+            return hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max,
+                                 name="latency.max").item()
+        name = "hvd.allreduce"
+    for count in [int(c) for c in args.counts.split(",")]:
+        t = torch.ones(count)
+        for _ in range(args.warmup):
+            call(t)
+        times = []
+        for _ in range(args.iters):
+            start = time.perf_counter()
+            call(t)
+            times.append(time.perf_counter() - start)
+        times.sort()
+        median = slowest(times[len(times) // 2])
+        if rank == 0:
+            print(f"{name}: np {size}, {count} float32 ({4 * count} bytes): "
+                  f"median {1e6 * median:.1f} us per call", flush=True)
+
+
+if __name__ == "__main__":
+    main()
