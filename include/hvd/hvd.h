@@ -254,6 +254,36 @@ HVD_API void hvd_tensor_op_init(hvd_tensor_op_t *op);
 HVD_API hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
                                  hvd_handle_t *handles);
 
+/* ---- Process sets ---------------------------------------------------------------------
+ *
+ * A process set is a subset of the job's ranks whose members run collectives among
+ * themselves: pass its id as hvd_tensor_op_t.process_set (0 is every rank). Only its
+ * members may enqueue on it; ranks outside it are not involved, and operations of different
+ * sets (and of the whole job) proceed side by side. A set's operations are negotiated among
+ * its members (rank 0 of the job coordinates them) and fused only with each other; they
+ * always take the coordinator's path, not the response cache's. hvd_shutdown forgets every
+ * set (an elastic re-initialisation too, as in Horovod). */
+
+/* Register the set of the given global ranks (any order, no duplicates, not every rank) and
+ * return its id in *id_p. Collective: every rank of the job calls it with the same ranks, in
+ * the same order of registrations, so ids agree; ranks that disagree all get HVD_ERR_MISMATCH
+ * ("Attempted to register process set with mismatching size/values on different ranks").
+ * HVD_ERR_INVALID_ARG for a rank out of range, a duplicate, or a set registered already.
+ * Blocks. */
+HVD_API hvd_status_t hvd_add_process_set(const int *ranks, int n, int *id_p);
+/* Unregister set id (collective, as hvd_add_process_set). Its operations must be complete.
+ * HVD_ERR_INVALID_ARG for id 0 or an unknown id. Blocks. */
+HVD_API hvd_status_t hvd_remove_process_set(int id);
+/* This process's rank in set id (-1 when not a member) and the set's size; either pointer
+ * may be NULL. HVD_ERR_INVALID_ARG for an unknown set. */
+HVD_API hvd_status_t hvd_process_set_info(int id, int *rank_p, int *size_p);
+/* The set's members as global ranks in set-rank order: up to max into ranks, their number
+ * into *n_p. */
+HVD_API hvd_status_t hvd_process_set_ranks(int id, int *ranks, int max, int *n_p);
+/* The ids of the registered sets, 0 first: up to max into ids; returns their number, or a
+ * negative status when hvd is not initialised. */
+HVD_API int hvd_process_set_ids(int *ids, int max);
+
 /* 1 when every host runs the same number of ranks, 0 when not, -1 when not initialised. */
 HVD_API int hvd_is_homogeneous(void);
 

@@ -448,21 +448,35 @@ static PyObject *py_join(PyObject *self, PyObject *unused) {
     return PyLong_FromLong(last);
 }
 
-/* A process set's id, refused unless it is the global one (until process sets land). */
-static int global_only(int id, const char *what) {
-    if (id == 0)
-        return 0;
-    PyErr_Format(PyExc_ValueError, "%s: process set %d does not exist", what, id);
-    return -1;
-}
-
 static PyObject *py_barrier(PyObject *self, PyObject *args) {
     int ps = 0;
-    if (!PyArg_ParseTuple(args, "|i", &ps) || global_only(ps, "barrier") != 0)
+    if (!PyArg_ParseTuple(args, "|i", &ps))
         return NULL;
     hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_barrier();
-    Py_END_ALLOW_THREADS if (st != HVD_OK) return raise_status(st);
+    if (ps == 0) {
+        Py_BEGIN_ALLOW_THREADS st = hvd_barrier();
+        Py_END_ALLOW_THREADS
+    } else {
+        /* A process set's barrier: an allreduce of one byte among its members, under one name
+         * per set (a barrier waits, so the name is free again at the next one). */
+        char name[64];
+        snprintf(name, sizeof name, "barrier.process_set.%d", ps);
+        uint8_t one = 1;
+        hvd_tensor_op_t o;
+        hvd_tensor_op_init(&o);
+        o.name = name;
+        o.send = o.recv = &one;
+        o.dtype = HVD_UINT8;
+        o.op = HVD_SUM;
+        o.process_set = ps;
+        hvd_handle_t h;
+        Py_BEGIN_ALLOW_THREADS st = hvd_enqueue(HVD_OP_ALLREDUCE, &o, 1, &h);
+        if (st == HVD_OK)
+            st = hvd_wait(h);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != HVD_OK)
+        return raise_status(st);
     Py_RETURN_NONE;
 }
 
@@ -484,60 +498,109 @@ static PyObject *py_stop_timeline(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* ---- process sets (the global one so far) ---- */
+/* ---- process sets ---- */
 
 static PyObject *py_add_process_set(PyObject *self, PyObject *arg) {
-    PyErr_SetString(PyExc_ValueError, "process sets other than the global one are not "
-                                      "available in this build of hvd yet");
-    return NULL;
+    int n;
+    int64_t *v = int64_array(arg, -1, &n, "ranks");
+    if (!v)
+        return NULL;
+    int *ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
+    if (!ranks) {
+        free(v);
+        return PyErr_NoMemory();
+    }
+    for (int i = 0; i < n; i++)
+        ranks[i] = (int)v[i];
+    free(v);
+    int id = -1;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_add_process_set(ranks, n, &id);
+    Py_END_ALLOW_THREADS free(ranks);
+    if (st != HVD_OK)
+        return raise_status(st);
+    return PyLong_FromLong(id);
 }
 
 static PyObject *py_remove_process_set(PyObject *self, PyObject *arg) {
     int id = (int)PyLong_AsLong(arg);
     if (id == -1 && PyErr_Occurred())
         return NULL;
-    if (global_only(id, "remove_process_set") != 0)
-        return NULL;
-    PyErr_SetString(PyExc_ValueError, "the global process set cannot be removed");
-    return NULL;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_remove_process_set(id);
+    Py_END_ALLOW_THREADS if (st != HVD_OK) return raise_status(st);
+    Py_RETURN_NONE;
 }
 
-static int set_id(PyObject *arg, const char *what) {
+/* rank (which_rank 1) or size (0) of a set */
+static PyObject *set_info(PyObject *arg, int which_rank) {
     int id = (int)PyLong_AsLong(arg);
     if (id == -1 && PyErr_Occurred())
-        return -1;
-    return global_only(id, what);
+        return NULL;
+    int rank, size;
+    hvd_status_t st = hvd_process_set_info(id, &rank, &size);
+    if (st != HVD_OK)
+        return raise_status(st);
+    return PyLong_FromLong(which_rank ? rank : size);
 }
 
 static PyObject *py_process_set_rank(PyObject *self, PyObject *arg) {
-    return set_id(arg, "process_set_rank") ? NULL : PyLong_FromLong(hvd_rank());
+    return set_info(arg, 1);
 }
 
 static PyObject *py_process_set_size(PyObject *self, PyObject *arg) {
-    return set_id(arg, "process_set_size") ? NULL : PyLong_FromLong(hvd_size());
+    return set_info(arg, 0);
 }
 
 static PyObject *py_process_set_included(PyObject *self, PyObject *arg) {
-    return set_id(arg, "process_set_included") ? NULL : PyLong_FromLong(hvd_is_initialized());
-}
-
-static PyObject *py_process_set_ids(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("[i]", 0);
-}
-
-static PyObject *py_process_set_ranks(PyObject *self, PyObject *arg) {
-    if (set_id(arg, "process_set_ranks"))
+    PyObject *r = set_info(arg, 1);
+    if (!r)
         return NULL;
-    int n = hvd_size();
-    PyObject *l = PyList_New(n > 0 ? n : 0);
+    long rank = PyLong_AsLong(r);
+    Py_DECREF(r);
+    return PyBool_FromLong(rank >= 0);
+}
+
+static PyObject *int_list(const int *v, int n) {
+    PyObject *l = PyList_New(n);
     for (int i = 0; l && i < n; i++) {
-        PyObject *v = PyLong_FromLong(i);
-        if (!v) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (!x) {
             Py_CLEAR(l);
             break;
         }
-        PyList_SET_ITEM(l, i, v);
+        PyList_SET_ITEM(l, i, x);
     }
+    return l;
+}
+
+static PyObject *py_process_set_ids(PyObject *self, PyObject *unused) {
+    int n = hvd_process_set_ids(NULL, 0);
+    if (n < 0)
+        return raise_status(n);
+    int *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids)
+        return PyErr_NoMemory();
+    n = hvd_process_set_ids(ids, n);
+    PyObject *l = n < 0 ? raise_status(n) : int_list(ids, n);
+    free(ids);
+    return l;
+}
+
+static PyObject *py_process_set_ranks(PyObject *self, PyObject *arg) {
+    int id = (int)PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    int size;
+    hvd_status_t st = hvd_process_set_info(id, NULL, &size);
+    if (st != HVD_OK)
+        return raise_status(st);
+    int *ranks = malloc((size_t)(size ? size : 1) * sizeof *ranks), n = 0;
+    if (!ranks)
+        return PyErr_NoMemory();
+    st = hvd_process_set_ranks(id, ranks, size, &n);
+    PyObject *l = st != HVD_OK ? raise_status(st) : int_list(ranks, n < size ? n : size);
+    free(ranks);
     return l;
 }
 

@@ -30,8 +30,7 @@ hvd_status_t hvd__coll_reducescatter(hvd_group_t *g, const void *send, void *rec
 /* Reducescatter where rank r receives counts[r] elements (block r of send, blocks laid out
  * in rank order); every rank passes the same counts. */
 hvd_status_t hvd__coll_reducescatterv(hvd_group_t *g, const void *send, void *recv,
-                                      const size_t *counts, hvd_dtype_t dtype,
-                                      hvd_reduce_op_t op);
+                                      const size_t *counts, hvd_dtype_t dtype, hvd_reduce_op_t op);
 /* Alltoall where this rank sends sendcounts[j] elements to rank j and receives
  * recvcounts[i] from rank i, blocks laid out in rank order in send and recv. */
 hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t *sendcounts,

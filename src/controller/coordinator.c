@@ -12,7 +12,8 @@ typedef struct name_entry {
     char *name;
     hvd_request_t *reqs; /* one slot per rank; name == NULL while missing */
     int count;
-    int ready_seq; /* order of becoming ready; 0 while not ready */
+    int32_t pset, pset_size; /* the first request's process set */
+    int ready_seq;           /* order of becoming ready; 0 while not ready */
     struct name_entry *next;
 } name_entry_t;
 
@@ -62,8 +63,11 @@ size_t hvd__coord_pending(const hvd_coord_t *c) {
     return c->pending;
 }
 
+/* Ready when every rank asked, joined ranks counting as asking; a process set's name when
+ * its members did (a joined rank does not stand in for one). */
 static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
-    if (!e->ready_seq && e->count + c->njoined >= c->size && e->count > 0)
+    int want = e->pset ? e->pset_size : c->size - c->njoined;
+    if (!e->ready_seq && e->count >= want && e->count > 0)
         e->ready_seq = ++c->next_seq;
 }
 
@@ -98,6 +102,8 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
             }
             return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
         }
+        e->pset = req->pset;
+        e->pset_size = req->pset_size;
         /* append: readiness ties resolve in first-request order */
         name_entry_t **pp = &c->head;
         while (*pp)
@@ -139,6 +145,13 @@ static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, s
     if (a->type != b->type) {
         snprintf(msg, n, "Mismatched operations: One rank did an %s, but another rank did an %s.",
                  hvd__neg_type_name(a->type), hvd__neg_type_name(b->type));
+        return 1;
+    }
+    if (a->pset != b->pset) {
+        snprintf(msg, n,
+                 "Mismatched process sets: One rank used process set %d, but another rank used "
+                 "process set %d.",
+                 a->pset, b->pset);
         return 1;
     }
     int t = a->type;
@@ -236,8 +249,8 @@ static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) 
     int present = 0;
     for (int r = 0; r < c->size; r++)
         present += e->reqs[r].name != NULL;
-    if (!msg[0] && present < c->size && first->type != HVD_REQ_ALLREDUCE &&
-        first->type != HVD_REQ_ADASUM) {
+    if (!msg[0] && present < (e->pset ? e->pset_size : c->size) &&
+        first->type != HVD_REQ_ALLREDUCE && first->type != HVD_REQ_ADASUM) {
         static const char *const join_errors[] = {
             [HVD_REQ_ALLGATHER] = "Allgather is not supported with Join at this time.",
             [HVD_REQ_BROADCAST] = "Broadcast is not supported with Join at this time.",
@@ -256,16 +269,20 @@ static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) 
     out->prescale = first->prescale;
     out->postscale = first->postscale;
     out->last_joined_rank = -1;
+    out->pset = first->pset;
     if (msg[0]) {
         out->type = HVD_RESP_ERROR;
         out->error = strdup(msg);
         return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     }
-    /* sizes: elements for reductions; for allgather every rank's first dimension */
+    /* sizes: elements for reductions; for allgather every rank's first dimension (in a
+     * process set, of its members: they are its ranks in order) */
     if (first->type == HVD_REQ_ALLGATHER) {
+        uint32_t k = 0;
         for (int r = 0; r < c->size; r++)
-            out->sizes[r] = e->reqs[r].name && e->reqs[r].ndims ? e->reqs[r].dims[0] : 0;
-        out->nsizes = (uint32_t)c->size;
+            if (!e->pset || e->reqs[r].name)
+                out->sizes[k++] = e->reqs[r].name && e->reqs[r].ndims ? e->reqs[r].dims[0] : 0;
+        out->nsizes = k;
     } else {
         out->sizes[0] = elements(first);
         out->nsizes = 1;

@@ -15,7 +15,7 @@ static int fusable(const hvd_response_t *r) {
 
 static int same_kind(const hvd_response_t *a, const hvd_response_t *b) {
     return a->type == b->type && a->dtype == b->dtype && a->op == b->op &&
-           a->prescale == b->prescale && a->postscale == b->postscale;
+           a->prescale == b->prescale && a->postscale == b->postscale && a->pset == b->pset;
 }
 
 static size_t bytes_of(const hvd_response_t *r) {

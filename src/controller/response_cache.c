@@ -256,7 +256,7 @@ hvd_cache_state_t hvd__cache_lookup(const hvd_cache_t *c, const hvd_request_t *r
     /* ndims is compared first: a cached one is <= HVD_NEG_MAX_DIMS, so the dims compare
      * below stays inside both arrays */
     int same = have->type == req->type && have->dtype == req->dtype && have->op == req->op &&
-               have->root == req->root && have->ndims == req->ndims &&
+               have->root == req->root && have->pset == req->pset && have->ndims == req->ndims &&
                memcmp(have->dims, req->dims, have->ndims * sizeof have->dims[0]) == 0 &&
                memcmp(&have->prescale, &req->prescale, sizeof have->prescale) == 0 &&
                memcmp(&have->postscale, &req->postscale, sizeof have->postscale) == 0;

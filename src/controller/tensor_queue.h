@@ -44,6 +44,8 @@ typedef struct hvd_entry {
     /* allgather, alltoall: allocate the output once its size is known (hvd.h hvd_alloc_fn) */
     void *(*alloc)(void *user, size_t count, const size_t *counts, int n);
     void *alloc_user;
+    /* the process set (0: every rank), its number of ranks, and this rank's place in it */
+    int pset, pset_size;
     /* set by the queue */
     hvd_handle_t handle;
     int done;

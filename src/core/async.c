@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "core/context.h"
 #include "core/engine.h"
+#include "core/process_set.h"
 #include "wire/negotiate.h"
 
 #include <stdio.h>
@@ -363,17 +364,25 @@ static hvd_status_t alltoall_splits(const hvd_tensor_op_t *o, hvd_entry_t *x, in
     return HVD_OK;
 }
 
+/* The set rank of global rank root in set id, or -1. */
+static int set_rank_of(hvd_context_t *c, int id, int size, int root) {
+    for (int r = 0; r < size; r++)
+        if (hvd__pset_member(c, id, r) == root)
+            return r;
+    return -1;
+}
+
 /* Check one operation and describe it in x (x->splits malloc'd for alltoall). */
-static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, int p,
+static hvd_status_t tensor_entry(hvd_context_t *c, hvd_op_type_t type, const hvd_tensor_op_t *o,
                                  hvd_entry_t *x, char *what, size_t what_size) {
     const char *opname = op_type_name(type);
     hvd_status_t st = check_name(o->name, x /* the handle comes later */, opname);
     if (st != HVD_OK)
         return st;
     snprintf(what, what_size, "%s '%s'", opname, o->name);
-    if (o->process_set != 0)
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: process set %d does not exist", what,
-                              o->process_set);
+    int p = 0, me = -1;
+    if (!hvd__pset_group(c, o->process_set, &me, &p))
+        return hvd__error_wrap(HVD_ERR_INVALID_ARG, "%s", what);
     *x = (hvd_entry_t){.name = (char *)o->name,
                        .type = (int)type,
                        .dtype = o->dtype,
@@ -381,7 +390,9 @@ static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, i
                        .send = o->send,
                        .recv = o->recv,
                        .prescale = 1.0,
-                       .postscale = 1.0};
+                       .postscale = 1.0,
+                       .pset = o->process_set,
+                       .pset_size = o->process_set ? p : 0};
     if ((st = check_dtype(o->dtype, what)) != HVD_OK || (st = entry_shape(o, x, what)) != HVD_OK)
         return st;
     size_t bytes;
@@ -396,10 +407,11 @@ static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, i
         return hvd__allreduce_check(o->send, o->recv, x->count, o->dtype, o->op, o->prescale,
                                     o->postscale, what, &bytes);
     case HVD_OP_BROADCAST:
-        if (o->root < 0 || o->root >= p)
-            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: root %d is not a rank of %d", what,
-                                  o->root, p);
-        x->root = o->root;
+        /* the root is a global rank; the set's group counts its own ranks */
+        x->root = o->process_set ? set_rank_of(c, o->process_set, p, o->root) : o->root;
+        if (x->root < 0 || x->root >= p)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: root %d is not a rank of %s", what,
+                                  o->root, o->process_set ? "the process set" : "the job");
         x->send = o->recv;
         return hvd__coll_check_buf(o->recv, x->count, what, "recv");
     case HVD_OP_ALLGATHER:
@@ -440,8 +452,9 @@ static hvd_status_t tensor_entry(hvd_op_type_t type, const hvd_tensor_op_t *o, i
         x->op = o->op;
         x->prescale = o->prescale;
         x->postscale = o->postscale;
-        size_t rows = (size_t)x->dims[0], me = (size_t)hvd_rank();
-        size_t mine = (rows / (size_t)p + (me < rows % (size_t)p)) * (rows ? x->count / rows : 0);
+        size_t rows = (size_t)x->dims[0];
+        size_t mine =
+            (rows / (size_t)p + ((size_t)me < rows % (size_t)p)) * (rows ? x->count / rows : 0);
         if ((st = hvd__coll_check_buf(o->send, x->count, what, "send")) != HVD_OK)
             return st;
         return hvd__coll_check_buf(o->recv, mine, what, "recv");
@@ -455,20 +468,40 @@ hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t 
     if (!ops || !handles || n == 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: %s",
                               n == 0 ? "no operations" : "ops or handles is NULL");
+    hvd_context_t *c;
+    hvd_status_t st = hvd__context_enter(&c);
+    if (st != HVD_OK)
+        return st;
     hvd_entry_t *xs = calloc(n, sizeof *xs);
-    if (!xs)
+    if (!xs) {
+        hvd__context_leave();
         return hvd__error_set(HVD_ERR_NO_MEMORY, "hvd_enqueue: out of memory");
-    int p = job_size();
-    hvd_status_t st = HVD_OK;
+    }
+    /* Names are per process set, as in Horovod, where each set negotiates on its own: a
+     * set's names carry its id inside the core ("<name>@ps<id>"), so the same name may be in
+     * flight in several sets. */
+    char *qualified = NULL;
+    for (size_t k = 0; k < n && !qualified; k++)
+        if (ops[k].process_set && !(qualified = malloc(n * (HVD_NEG_NAME_MAX + 1))))
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "hvd_enqueue: out of memory");
     size_t i;
     for (i = 0; i < n && st == HVD_OK; i++) {
         char what[1100];
-        st = tensor_entry(type, &ops[i], p, &xs[i], what, sizeof what);
+        st = tensor_entry(c, type, &ops[i], &xs[i], what, sizeof what);
+        if (st == HVD_OK && ops[i].process_set) {
+            char *q = qualified + i * (HVD_NEG_NAME_MAX + 1);
+            int len = snprintf(q, HVD_NEG_NAME_MAX + 1, "%s@ps%d", ops[i].name, ops[i].process_set);
+            if (len > HVD_NEG_NAME_MAX)
+                st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: the name is too long", what);
+            xs[i].name = q;
+        }
     }
     if (st == HVD_OK)
-        st = push(xs, n, handles); /* the queue copies the splits */
+        st = hvd__engine_push(c->engine, xs, n, handles); /* the queue copies the splits */
+    hvd__context_leave();
     for (size_t k = 0; k < i; k++)
         free(xs[k].splits);
     free(xs);
+    free(qualified);
     return st;
 }

@@ -21,8 +21,11 @@ typedef struct hvd_context {
     hvd_store_client_t *store; /* NULL for a job of size 1 without a launcher */
     hvd_transport_t *tp;       /* NULL when size is 1 */
     hvd_group_t global, local, cross;
-    char **hosts;         /* every rank's host name, for messages */
-    int homogeneous;      /* every host runs the same number of ranks */
+    char **hosts;    /* every rank's host name, for messages */
+    int homogeneous; /* every host runs the same number of ranks */
+    /* registered process sets (core/process_set.h), under its lock */
+    struct hvd_pset **psets;
+    int npsets, next_pset;
     hvd_engine_t *engine; /* the core: every collective goes through it */
 } hvd_context_t;
 

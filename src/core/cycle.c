@@ -42,6 +42,8 @@ static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
     r->dtype = (uint8_t)x->dtype;
     r->op = (uint8_t)x->op;
     r->root = x->type == HVD_REQ_BROADCAST ? x->root : 0;
+    r->pset = x->pset;
+    r->pset_size = x->pset_size;
     r->prescale = x->prescale;
     r->postscale = x->postscale;
     r->name = x->name;
@@ -64,7 +66,9 @@ static int cacheable(int type) {
 
 /* Classify a named operation against the cache into the hits, uncached or invalid list. */
 static hvd_status_t classify(hvd_engine_t *e, hvd_entry_t *x, int64_t since) {
-    if (!e->cache || !cacheable(x->type))
+    /* A process set's names go through the coordinator every time: the cache's bits are
+     * agreed by every rank of the job, and the others never set a set's bits. */
+    if (!e->cache || !cacheable(x->type) || x->pset)
         return pend_add(&e->uncached, x, 0, since);
     hvd_request_t r;
     entry_request(x, e->ctx->global.rank, &r);
@@ -462,6 +466,8 @@ static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, u
             continue;
         if (r->type == HVD_REQ_ALLGATHER && !same_sizes(r))
             continue; /* the cache reproduces one first dimension for every rank */
+        if (r->pset)
+            continue; /* see classify */
         hvd_request_t q;
         hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
         if (x && x->taken && x->type == r->type) {

@@ -7,6 +7,7 @@
 #include "collectives/reduce.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/process_set.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +152,8 @@ static hvd_status_t find_entries(hvd_engine_t *e, const hvd_response_t *r, hvd_e
 #define DIRECT_BYTES ((size_t)128 << 10)
 
 /* Tensor i of r reduced in place in its own buffers (zeros for a joined rank). */
-static hvd_status_t direct(hvd_engine_t *e, const hvd_response_t *r, uint32_t i, hvd_entry_t *x) {
+static hvd_status_t direct(hvd_engine_t *e, hvd_group_t *g, const hvd_response_t *r, uint32_t i,
+                           hvd_entry_t *x) {
     hvd_dtype_t dt = (hvd_dtype_t)r->dtype;
     size_t n = (size_t)r->sizes[i], bytes = n * hvd__dtype_size(dt);
     const void *send;
@@ -168,10 +170,10 @@ static hvd_status_t direct(hvd_engine_t *e, const hvd_response_t *r, uint32_t i,
     }
     if (e->tl)
         hvd__timeline_begin(e->tl, r->names[i], "TCP_ALLREDUCE");
-    e->ctx->global.agreed = 1; /* negotiated: every rank runs this very response */
-    hvd_status_t st = hvd__coll_allreduce(&e->ctx->global, send, recv, n, dt,
-                                          (hvd_reduce_op_t)r->op, r->prescale, r->postscale);
-    e->ctx->global.agreed = 0;
+    g->agreed = 1; /* negotiated: every member runs this very response */
+    hvd_status_t st = hvd__coll_allreduce(g, send, recv, n, dt, (hvd_reduce_op_t)r->op, r->prescale,
+                                          r->postscale);
+    g->agreed = 0;
     if (e->tl)
         hvd__timeline_end(e->tl, r->names[i], NULL);
     return st;
@@ -189,7 +191,8 @@ static void tl_fused(hvd_engine_t *e, const hvd_response_t *r, size_t es, const 
     }
 }
 
-static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **x) {
+static hvd_status_t allreduce(hvd_engine_t *e, hvd_group_t *g, const hvd_response_t *r,
+                              hvd_entry_t **x) {
     hvd_dtype_t dt = (hvd_dtype_t)r->dtype;
     size_t es = hvd__dtype_size(dt), total = 0;
     uint32_t nfused = 0;
@@ -202,7 +205,7 @@ static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entr
     hvd_status_t st = HVD_OK;
     for (uint32_t i = 0; i < r->nnames && st == HVD_OK; i++)
         if (nfused < 2 || (size_t)r->sizes[i] * es >= DIRECT_BYTES)
-            st = direct(e, r, i, x[i]);
+            st = direct(e, g, r, i, x[i]);
     if (nfused < 2 || st != HVD_OK)
         return st;
     st = hvd__engine_reserve(&e->fusion, &e->fusion_cap, total * es + 1);
@@ -225,10 +228,10 @@ static hvd_status_t allreduce(hvd_engine_t *e, const hvd_response_t *r, hvd_entr
         tl_fused(e, r, es, NULL);
         tl_fused(e, r, es, "TCP_ALLREDUCE");
     }
-    e->ctx->global.agreed = 1;
-    st = hvd__coll_allreduce(&e->ctx->global, e->fusion, e->fusion, total, dt,
-                             (hvd_reduce_op_t)r->op, r->prescale, r->postscale);
-    e->ctx->global.agreed = 0;
+    g->agreed = 1;
+    st = hvd__coll_allreduce(g, e->fusion, e->fusion, total, dt, (hvd_reduce_op_t)r->op,
+                             r->prescale, r->postscale);
+    g->agreed = 0;
     if (e->tl) {
         tl_fused(e, r, es, NULL);
         tl_fused(e, r, es, "MEMCPY_OUT_FUSION_BUFFER");
@@ -354,8 +357,8 @@ static hvd_status_t reducescatter_shaped(hvd_engine_t *e, hvd_group_t *g, hvd_en
 }
 
 /* One tensor of a non-allreduce response. */
-static hvd_status_t run_one(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t *x) {
-    hvd_group_t *g = &e->ctx->global;
+static hvd_status_t run_one(hvd_engine_t *e, hvd_group_t *g, const hvd_response_t *r,
+                            hvd_entry_t *x) {
     switch (r->type) {
     case HVD_REQ_ALLGATHER:
         if (x->ndims)
@@ -411,19 +414,25 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
         e->join_entry = NULL;
         return HVD_OK;
     }
+    /* a process set's response concerns its members only */
+    hvd_group_t *g = hvd__pset_group(e->ctx, r->pset, NULL, NULL);
+    if (!g) {
+        hvd__error_clear();
+        return HVD_OK;
+    }
     hvd_status_t st = find_entries(e, r, x);
     if (st != HVD_OK)
         return st;
     if (e->tl)
         tl_all(e, r, hvd__neg_type_name(r->type));
     if (r->type == HVD_REQ_ALLREDUCE) {
-        st = allreduce(e, r, x);
+        st = allreduce(e, g, r, x);
     } else {
         /* fused reducescatters (and anything else) run tensor by tensor */
         for (uint32_t i = 0; i < r->nnames; i++) {
             if (e->tl)
                 hvd__timeline_begin(e->tl, r->names[i], tcp_activity(r->type));
-            hvd_status_t s = run_one(e, r, x[i]);
+            hvd_status_t s = run_one(e, g, r, x[i]);
             if (e->tl)
                 hvd__timeline_end(e->tl, r->names[i], NULL);
             if (s != HVD_OK && !op_error(s))

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/context.h"
+#include "core/process_set.h"
 #include "core/elastic_agent.h"
 #include "core/elastic_rendezvous.h"
 #include "core/engine.h"
@@ -470,6 +471,7 @@ static void free_hosts(hvd_context_t *c) {
 
 /* The groups and transport (the store and secret are the caller's). */
 static void free_groups(hvd_context_t *c) {
+    hvd__psets_free(c);
     hvd__group_fini(&c->global);
     hvd__group_fini(&c->local);
     hvd__group_fini(&c->cross);

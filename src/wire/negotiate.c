@@ -116,6 +116,8 @@ hvd_status_t hvd__neg_requests_encode(const hvd_request_list_t *l, uint8_t **buf
         w_u8(&w, r->op);
         w_u8(&w, r->ndims);
         w_u32(&w, (uint32_t)r->root);
+        w_u32(&w, (uint32_t)r->pset);
+        w_u32(&w, (uint32_t)r->pset_size);
         w_f64(&w, r->prescale);
         w_f64(&w, r->postscale);
         for (int d = 0; d < r->ndims; d++)
@@ -148,6 +150,7 @@ hvd_status_t hvd__neg_responses_encode(const hvd_response_list_t *l, uint8_t **b
         w_u8(&w, r->op);
         w_u8(&w, 0);
         w_u32(&w, (uint32_t)r->last_joined_rank);
+        w_u32(&w, (uint32_t)r->pset);
         w_f64(&w, r->prescale);
         w_f64(&w, r->postscale);
         w_u32(&w, r->nnames);
@@ -272,7 +275,7 @@ hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_reques
     reader_t r = {.p = buf, .end = buf + len};
     hvd_request_list_t l = {0};
     /* the smallest request: fixed fields and a one-byte name */
-    l.count = r_header(&r, "HVDQ", 4 + 4 + 4 + 16 + 2 + 1, &l.shutdown);
+    l.count = r_header(&r, "HVDQ", 4 + 4 + 4 + 8 + 16 + 2 + 1, &l.shutdown);
     if (r.bad)
         return r_fail(&r, "request list");
     l.items = calloc(l.count ? l.count : 1, sizeof *l.items);
@@ -289,6 +292,10 @@ hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_reques
         if (!r.bad && q->ndims > HVD_NEG_MAX_DIMS)
             r.bad = "too many dimensions";
         q->root = (int32_t)r_u32(&r, "truncated request");
+        q->pset = (int32_t)r_u32(&r, "truncated request");
+        q->pset_size = (int32_t)r_u32(&r, "truncated request");
+        if (!r.bad && (q->pset < 0 || q->pset_size < 0))
+            r.bad = "negative process set";
         q->prescale = r_f64(&r, "truncated request");
         q->postscale = r_f64(&r, "truncated request");
         for (int d = 0; d < q->ndims && !r.bad; d++)
@@ -309,7 +316,7 @@ hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_reques
 hvd_status_t hvd__neg_responses_decode(const uint8_t *buf, size_t len, hvd_response_list_t *l_p) {
     reader_t r = {.p = buf, .end = buf + len};
     hvd_response_list_t l = {0};
-    l.count = r_header(&r, "HVDP", 4 + 4 + 16 + 4 + 4 + 2, &l.shutdown);
+    l.count = r_header(&r, "HVDP", 4 + 4 + 4 + 16 + 4 + 4 + 2, &l.shutdown);
     if (r.bad)
         return r_fail(&r, "response list");
     l.items = calloc(l.count ? l.count : 1, sizeof *l.items);
@@ -324,6 +331,7 @@ hvd_status_t hvd__neg_responses_decode(const uint8_t *buf, size_t len, hvd_respo
         if (r_u8(&r, "truncated response") != 0 && !r.bad)
             r.bad = "reserved byte set";
         q->last_joined_rank = (int32_t)r_u32(&r, "truncated response");
+        q->pset = (int32_t)r_u32(&r, "truncated response");
         q->prescale = r_f64(&r, "truncated response");
         q->postscale = r_f64(&r, "truncated response");
         uint32_t nn = r_u32(&r, "truncated response");

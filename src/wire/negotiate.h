@@ -5,9 +5,10 @@
  * Encoding (all integers little-endian, doubles as their IEEE-754 bits):
  *   RequestList  "HVDQ" | version u16 | flags u16 (bit 0: shutdown) | count u32 | requests
  *   Request      rank i32 | type u8 | dtype u8 | op u8 | ndims u8 | root i32 |
+ *                pset i32 | pset_size i32 |
  *                prescale f64 | postscale f64 | dims i64 x ndims | name_len u16 | name
  *   ResponseList "HVDP" | version u16 | flags u16 (bit 0: shutdown) | count u32 | responses
- *   Response     type u8 | dtype u8 | op u8 | reserved u8 | last_joined_rank i32 |
+ *   Response     type u8 | dtype u8 | op u8 | reserved u8 | last_joined_rank i32 | pset i32 |
  *                prescale f64 | postscale f64 | nnames u32 | (name_len u16 | name) x nnames |
  *                nsizes u32 | sizes i64 x nsizes | error_len u16 | error
  * Decoders check every length against the bytes that remain before allocating, and the
@@ -21,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HVD_NEG_VERSION 1
+#define HVD_NEG_VERSION 2
 #define HVD_NEG_NAME_MAX 1024
 #define HVD_NEG_MAX_DIMS 8
 #define HVD_NEG_ERROR_MAX 4096
@@ -43,6 +44,9 @@ typedef struct {
     int32_t rank;
     uint8_t type, dtype, op, ndims;
     int32_t root;
+    /* the process set (0: every rank) and its number of ranks: the coordinator counts a name
+     * ready when that many ranks asked for it */
+    int32_t pset, pset_size;
     double prescale, postscale;
     int64_t dims[HVD_NEG_MAX_DIMS];
     char *name; /* owned, NUL-terminated */
@@ -57,6 +61,7 @@ typedef struct {
 typedef struct {
     uint8_t type, dtype, op;
     int32_t last_joined_rank;
+    int32_t pset; /* the process set that runs it; only its members execute it */
     double prescale, postscale;
     char **names; /* owned */
     uint32_t nnames;

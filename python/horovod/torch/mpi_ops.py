@@ -121,18 +121,23 @@ class _HandleTable:
 
 
 _handles = _HandleTable()
-_noname_counter = [0]
+# Unnamed operations are numbered per process set: every member of a set calls the same
+# sequence of the set's collectives, so the numbers (hence the names) agree across its ranks
+# even when other sets run different numbers of operations. (Horovod numbers them by handle,
+# per process, so ranks that ran different sets drift apart and stall.)
+_noname_counters = {}
 _noname_lock = threading.Lock()
 
 
-def _auto_name(kind, name):
+def _auto_name(kind, name, ps=0):
     if name is not None:
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty string")
         return f"{kind}.{name}"
     with _noname_lock:
-        _noname_counter[0] += 1
-        return f"{kind}.noname.{_noname_counter[0]}"
+        n = _noname_counters.get(ps, 0) + 1
+        _noname_counters[ps] = n
+    return f"{kind}.noname.{n}"
 
 
 class _Group:
@@ -225,10 +230,10 @@ def _reduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                   grouped):
     ps = _process_set_id(process_set)
     if grouped:
-        base = _auto_name("allreduce", name)
+        base = _auto_name("allreduce", name, ps)
         names = [f"{base}.{i}" for i in range(len(tensors))]
     else:
-        names = [_auto_name("allreduce", name)]
+        names = [_auto_name("allreduce", name, ps)]
     items, finishes = _allreduce_items(tensors, outputs, names, op, prescale_factor,
                                        postscale_factor, ps)
     handles = _enqueue(_hvd.ALLREDUCE, items)
@@ -391,7 +396,7 @@ def _shaped(buf, counts, tensor):
 
 def _allgather_async(tensors, name, process_set, grouped):
     ps = _process_set_id(process_set)
-    base = _auto_name("allgather", name)
+    base = _auto_name("allgather", name, ps)
     names = [f"{base}.{i}" for i in range(len(tensors))] if grouped else [base]
     items, finishes = [], []
     for tensor, n in zip(tensors, names):
@@ -460,7 +465,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
         output, memory_format=torch.contiguous_format)
     if buf is not tensor:
         buf.copy_(tensor)  # the root sends it; elsewhere it is overwritten
-    item = _item(_auto_name("broadcast", name), None, buf, buf, root=root_rank, ps=ps)
+    item = _item(_auto_name("broadcast", name, ps), None, buf, buf, root=root_rank, ps=ps)
     handle = _enqueue(_hvd.BROADCAST, [item])[0]
 
     def finish(_):
@@ -534,7 +539,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         raise ValueError("alltoall of a 0-dimensional tensor: give it at least one dimension")
     sp = _splits_tuple(splits, _ranks_size(ps))
     src = _contiguous(tensor)
-    item = _item(_auto_name("alltoall", name), src, None, src, splits=sp, ps=ps, allocate=True)
+    item = _item(_auto_name("alltoall", name, ps), src, None, src, splits=sp, ps=ps,
+                 allocate=True)
     handle = _enqueue(_hvd.ALLTOALL, [item])[0]
 
     def finish(result, src=src):
@@ -575,7 +581,7 @@ def _reducescatter_async(tensors, name, op, prescale_factor, postscale_factor, p
         raise ValueError("Reducescatter currently only supports AVERAGE and SUM.")
     size = _ranks_size(ps)
     me = _hvd.process_set_rank(ps) if ps else _basics.rank()
-    base = _auto_name("reducescatter", name)
+    base = _auto_name("reducescatter", name, ps)
     names = [f"{base}.{i}" for i in range(len(tensors))] if grouped else [base]
     items, finishes = [], []
     for tensor, n in zip(tensors, names):
@@ -674,3 +680,5 @@ def _reset_handles():
     """Forget every pending handle (after shutdown: their operations failed or ended)."""
     _handles.clear()
     _sparse_handles.clear()
+    with _noname_lock:
+        _noname_counters.clear()  # a new job (elastic: a new world) numbers from the start

@@ -1,0 +1,136 @@
+"""Process sets: static (hvd.init(process_sets=...)) and dynamic (add/remove_process_set),
+overlapping sets, a set this rank is not in, every collective on a set. Every rank of the job
+runs these tests (np 1, 2 and 3 in CI); sets need at least two ranks."""
+import os
+
+import pytest
+import torch
+
+import horovod.torch as hvd
+
+pytestmark = pytest.mark.skipif(int(os.environ.get("HOROVOD_SIZE", "1")) < 2,
+                                reason="a process set smaller than the job needs two ranks")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dynamic_sets():
+    hvd.init()
+    os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+    yield
+    os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
+
+
+def test_static_process_sets_at_init():
+    hvd.shutdown()
+    evens = hvd.ProcessSet(range(0, hvd_size(), 2))
+    odds = hvd.ProcessSet(range(1, hvd_size(), 2))
+    hvd.init(process_sets=[evens, odds])
+    assert evens.process_set_id is not None and odds.process_set_id is not None
+    mine, other = (evens, odds) if hvd.rank() % 2 == 0 else (odds, evens)
+    assert mine.included() and not other.included()
+    assert mine.size() == len(mine.ranks)
+    assert mine.rank() == mine.ranks.index(hvd.rank())
+    out = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum, process_set=mine)
+    assert out.item() == float(sum(mine.ranks))
+    with pytest.raises(ValueError, match="not a member"):
+        hvd.allreduce(torch.ones(1), process_set=other)
+    # the global set still works alongside
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
+    # static sets live until shutdown: start the next tests without them
+    hvd.shutdown()
+    hvd.init()
+    assert evens.process_set_id is None
+
+
+def hvd_size():
+    return int(os.environ.get("HOROVOD_SIZE", "1"))
+
+
+def test_dynamic_add_every_collective_and_remove():
+    n = hvd.size()
+    members = [0, n - 1] if n > 2 else [1]  # never every rank: that is the global set
+    ps = hvd.add_process_set(members)
+    assert ps.ranks == members
+    inside = hvd.rank() in members
+    assert ps.included() == inside
+    if inside:
+        k, me = len(members), ps.rank()
+        t = torch.full((3,), float(hvd.rank() + 1))
+        assert hvd.allreduce(t, op=hvd.Sum, process_set=ps).tolist() == \
+            [float(sum(r + 1 for r in members))] * 3
+        g = hvd.allgather(torch.full((me + 1, 2), float(me)), process_set=ps)
+        assert g.tolist() == [[float(m), float(m)] for m in range(k) for _ in range(m + 1)]
+        b = hvd.broadcast(torch.tensor([hvd.rank()]), root_rank=members[-1], process_set=ps)
+        assert b.tolist() == [members[-1]]
+        a = hvd.alltoall(torch.tensor([10 * me + j for j in range(k)]), process_set=ps)
+        assert a.tolist() == [10 * m + me for m in range(k)]
+        r = hvd.reducescatter(torch.ones(2 * k, 1), op=hvd.Sum, process_set=ps)
+        assert r.tolist() == [[float(k)], [float(k)]]
+        hvd.barrier(process_set=ps)
+    else:
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.allreduce(torch.ones(1), process_set=ps)
+    hvd.barrier()
+    assert hvd.remove_process_set(ps)
+    assert ps.process_set_id is None
+    assert not hvd.remove_process_set(ps)
+
+
+def test_overlapping_sets_interleaved():
+    n = hvd.size()
+    a = hvd.add_process_set([0, 1] if n > 2 else [0])
+    b = hvd.add_process_set([1, n - 1] if n > 2 else [1])
+    handles = []
+    for step in range(5):
+        if a.included():
+            handles.append((a, step, hvd.allreduce_async(torch.tensor([1.0 + step]), op=hvd.Sum,
+                                                         name=f"ov.a.{step}", process_set=a)))
+        if b.included():
+            handles.append((b, step, hvd.allreduce_async(torch.tensor([2.0 * step]), op=hvd.Sum,
+                                                         name=f"ov.b.{step}", process_set=b)))
+        handles.append((None, step, hvd.allreduce_async(torch.tensor([1.0]), op=hvd.Sum,
+                                                        name=f"ov.all.{step}")))
+    for ps, step, h in reversed(handles):
+        got = hvd.synchronize(h).item()
+        if ps is not None:
+            per_member = 1.0 + step if ps is a else 2.0 * step
+            assert got == len(ps.ranks) * per_member
+        else:
+            assert got == float(n)
+    hvd.barrier()
+    hvd.remove_process_set(a)
+    hvd.remove_process_set(b)
+
+
+def test_registration_errors():
+    with pytest.raises(ValueError):
+        hvd.add_process_set([0, 0])
+    with pytest.raises(ValueError):
+        hvd.add_process_set([0, hvd.size()])
+    with pytest.raises(ValueError):
+        hvd.add_process_set(list(range(hvd.size())))  # every rank: the global set
+    ps = hvd.add_process_set([1])
+    with pytest.raises(ValueError):
+        hvd.add_process_set(hvd.ProcessSet([1]))  # the same ranks again
+    hvd.remove_process_set(ps)
+    with pytest.raises(ValueError):
+        hvd.remove_process_set(hvd.global_process_set)
+
+
+def test_mismatched_registration_fails_on_every_rank():
+    ranks = [0] if hvd.rank() == 0 else [1]
+    with pytest.raises(hvd.HorovodInternalError, match="mismatching values"):
+        hvd.add_process_set(ranks)
+    # nothing was registered: the next registration agrees
+    ps = hvd.add_process_set([0])
+    assert ps.process_set_id is not None
+    hvd.remove_process_set(ps)
+
+
+def test_dynamic_sets_need_the_variable():
+    os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "0"
+    try:
+        with pytest.raises(ValueError, match="HOROVOD_DYNAMIC_PROCESS_SETS"):
+            hvd.add_process_set([0, 1])
+    finally:
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
