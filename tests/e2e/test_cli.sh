@@ -14,6 +14,9 @@ expect_eq "--check-build exit" 0 "$RC"
 expect_contains "check-build controllers" "$OUT" "Available Controllers:"
 expect_contains "check-build gloo" "$OUT" "[X] Gloo"
 expect_contains "check-build no MPI" "$OUT" "[ ] MPI"
+if [[ -d "$HVD_BUILD_DIR/python/horovod/torch" ]]; then
+  expect_contains "check-build PyTorch" "$OUT" "[X] PyTorch"
+fi
 
 run_hvd --help
 expect_eq "--help exit" 0 "$RC"

@@ -597,7 +597,11 @@ static void test_help_outputs(void **state) {
                                                               "\n"
                                                               "Available Frameworks:\n"
                                                               "    [ ] TensorFlow\n"
+#ifdef HVD_WITH_PYTORCH
+                                                              "    [X] PyTorch\n"
+#else
                                                               "    [ ] PyTorch\n"
+#endif
                                                               "    [ ] MXNet\n"
                                                               "\n"
                                                               "Available Controllers:\n"
