@@ -228,7 +228,13 @@ static int parse_item(PyObject *item, hvd_tensor_op_t *o, int64_t **shape_p, int
         int n;
         if (!(*splits_p = int64_array(splits, -1, &n, "splits")))
             return -1;
-        if (n != hvd_size()) {
+        int members = 0; /* one split per rank of the operation's process set */
+        hvd_status_t st = hvd_process_set_info(process_set, NULL, &members);
+        if (st != HVD_OK) {
+            raise_status(st);
+            return -1;
+        }
+        if (n != members) {
             PyErr_SetString(PyExc_ValueError,
                             "Number of entries in splits does not equal number of workers.");
             return -1;

@@ -64,6 +64,12 @@ def test_dynamic_add_every_collective_and_remove():
         assert b.tolist() == [members[-1]]
         a = hvd.alltoall(torch.tensor([10 * me + j for j in range(k)]), process_set=ps)
         assert a.tolist() == [10 * m + me for m in range(k)]
+        # splits: one per member of the set (member m sends m + j + 1 rows to member j)
+        splits = torch.tensor([me + j + 1 for j in range(k)], dtype=torch.int32)
+        a, received = hvd.alltoall(torch.full((int(splits.sum()),), float(me)), splits=splits,
+                                   process_set=ps)
+        assert received.tolist() == [m + me + 1 for m in range(k)]
+        assert a.tolist() == [float(m) for m in range(k) for _ in range(m + me + 1)]
         r = hvd.reducescatter(torch.ones(2 * k, 1), op=hvd.Sum, process_set=ps)
         assert r.tolist() == [[float(k)], [float(k)]]
         hvd.barrier(process_set=ps)
