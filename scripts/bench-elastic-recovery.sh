@@ -3,14 +3,17 @@
 # (SIGSTOP) until the first successful collective of the new world, with S MB of state synced
 # from rank 0 to the survivors on the way.
 #
-#   scripts/bench-elastic-recovery.sh [BUILD_DIR] [TRIALS] [STATE_MB] [MODE]
+#   scripts/bench-elastic-recovery.sh [BUILD_DIR] [TRIALS] [STATE_MB] [MODE] [WORKER]
 #     MODE kill (default): SIGKILL a worker that is not rank 0
 #     MODE stop: SIGSTOP one instead (detected by missing heartbeats; HOROVOD_GLOO_TIMEOUT_SECONDS
 #                is the timeout, default 5 here)
+#     WORKER c (default): tests/elastic_worker, the state registered with hvd_elastic_state_add
+#     WORKER pytorch: tests/python/jobs/elastic_worker.py, hvd.elastic.run with a TorchState
+#                whose model holds the STATE_MB (plus a momentum SGD optimizer)
 #
-# One job of three hosts on loopback (127.0.0.1-3, one worker each) runs tests/elastic_worker
-# with --bench, which prints "recovered <ms> <CLOCK_REALTIME ms>" on rank 0 after the first
-# allreduce of every new world. Each trial picks a victim on a host other than rank 0's,
+# One job of three hosts on loopback (127.0.0.1-3, one worker each) runs the worker with
+# --bench, which prints "recovered <ms> <CLOCK_REALTIME ms>" on rank 0 after the first
+# step of every new world. Each trial picks a victim on a host other than rank 0's,
 # notes the wall clock, signals it, and reads the first "recovered" line that follows; the
 # killed host is blacklisted for 2 s (--blacklist-cooldown-range 1 2) and then rejoins, and the
 # next trial waits for the world of three again. Prints every trial, then median and max.
@@ -19,9 +22,20 @@ BUILD=${1:-build}
 TRIALS=${2:-20}
 STATE_MB=${3:-100}
 MODE=${4:-kill}
+KIND=${5:-c}
 HVDRUN=$BUILD/horovodrun
-WORKER=$BUILD/tests/elastic_worker
-[[ -x $HVDRUN && -x $WORKER ]] || {
+case $KIND in
+c) WORKER=("$BUILD/tests/elastic_worker") ;;
+pytorch)
+  WORKER=(/usr/bin/python3 "$(dirname "$0")/../tests/python/jobs/elastic_worker.py")
+  export PYTHONPATH=$BUILD/python
+  ;;
+*)
+  echo "WORKER is c or pytorch, not $KIND" >&2
+  exit 2
+  ;;
+esac
+[[ -x $HVDRUN && -e ${WORKER[-1]} ]] || {
   echo "build $BUILD first (horovodrun and tests/elastic_worker)" >&2
   exit 2
 }
@@ -32,7 +46,7 @@ chmod +x "$TMP/discover.sh"
 export HOROVOD_GLOO_TIMEOUT_SECONDS=${HOROVOD_GLOO_TIMEOUT_SECONDS:-$([[ $MODE == stop ]] && echo 5 || echo 30)}
 
 "$HVDRUN" --host-discovery-script "$TMP/discover.sh" -np 3 --min-np 2 \
-  --blacklist-cooldown-range 1 2 "$WORKER" --steps 100000000 --commit-every 5 --sleep-ms 20 \
+  --blacklist-cooldown-range 1 2 "${WORKER[@]}" --steps 100000000 --commit-every 5 --sleep-ms 20 \
   --state-mb "$STATE_MB" --bench --print-pid >"$TMP/out" 2>"$TMP/err" &
 JOB=$!
 cleanup() {
@@ -81,5 +95,5 @@ n=${#results[@]}
 median=$(sed -n "$(((n + 1) / 2))p" <<<"$sorted")
 max=$(tail -1 <<<"$sorted")
 min=$(head -1 <<<"$sorted")
-echo "$MODE, $STATE_MB MB state, $n trials: median $median ms, min $min ms, max $max ms" \
+echo "$KIND worker, $MODE, $STATE_MB MB state, $n trials: median $median ms, min $min ms, max $max ms" \
   "(HOROVOD_GLOO_TIMEOUT_SECONDS=$HOROVOD_GLOO_TIMEOUT_SECONDS)"

@@ -29,8 +29,17 @@ static PyObject *raise_status(hvd_status_t st) {
     PyObject *cls = internal_error_cls ? internal_error_cls : PyExc_RuntimeError;
     if (st == HVD_ERR_INVALID_ARG)
         cls = PyExc_ValueError;
-    else if (st == HVD_ERR_HOSTS_UPDATED && hosts_updated_cls)
-        cls = hosts_updated_cls;
+    if (st == HVD_ERR_HOSTS_UPDATED && hosts_updated_cls) {
+        /* HostsUpdatedInterrupt(skip_sync) takes no message: the driver decides whether to
+         * sync, so skip_sync is False; the message goes to args for str(). */
+        PyObject *e = PyObject_CallFunctionObjArgs(hosts_updated_cls, Py_False, NULL);
+        PyObject *a = e ? Py_BuildValue("(s)", msg) : NULL;
+        if (a && PyObject_SetAttrString(e, "args", a) == 0)
+            PyErr_SetObject(hosts_updated_cls, e);
+        Py_XDECREF(a);
+        Py_XDECREF(e);
+        return NULL;
+    }
     PyErr_SetString(cls, msg);
     return NULL;
 }
@@ -399,10 +408,35 @@ static PyObject *py_set_exceptions(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_init(PyObject *self, PyObject *unused) {
+/* Elastic: the driver removed this worker or stopped the job (HVD_ERR_SHUT_DOWN from a new
+ * round). Not this worker's failure: say why and leave with status 0 (SystemExit), as the C
+ * workers do. */
+static PyObject *worker_exits(const char *where) {
+    PySys_WriteStderr("%s: %s; this worker exits\n", where, hvd_last_error());
+    PyObject *zero = PyLong_FromLong(0);
+    PyErr_SetObject(PyExc_SystemExit, zero);
+    Py_XDECREF(zero);
+    return NULL;
+}
+
+/* init(elastic=False). Elastic: the round this worker was started for may fail as it forms
+ * (another worker died meanwhile); the next attempt joins the driver's next round. */
+static PyObject *py_init(PyObject *self, PyObject *args) {
+    int elastic = 0;
+    if (!PyArg_ParseTuple(args, "|p", &elastic))
+        return NULL;
     hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_init();
-    Py_END_ALLOW_THREADS if (st == HVD_ERR_STATE) Py_RETURN_NONE; /* initialised already */
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS st = hvd_init();
+        Py_END_ALLOW_THREADS if (!elastic ||
+                                 (st != HVD_ERR_PEER_LOST && st != HVD_ERR_TIMEOUT)) break;
+        PySys_WriteStderr("horovod: init: %s; trying again\n", hvd_last_error());
+    }
+    if (st == HVD_ERR_STATE)
+        Py_RETURN_NONE; /* initialised already */
+    if (st == HVD_ERR_SHUT_DOWN && elastic) {
+        return worker_exits("horovod: init");
+    }
     if (st != HVD_OK) {
         PyErr_Format(PyExc_ValueError, "Horovod initialization failed: %s", hvd_last_error());
         return NULL;
@@ -610,11 +644,143 @@ static PyObject *py_process_set_ranks(PyObject *self, PyObject *arg) {
     return l;
 }
 
+/* ---- elastic: libhvd's recovery loop driving a Python State ----
+ *
+ * hvd.elastic.run hands the State and the bound training function to elastic_run, which runs
+ * them under hvd_elastic_run: the library owns the loop (leave the round, join the driver's
+ * next one, retry while it forms, sync when the driver says so), Python owns the state
+ * (save, restore, sync, on_reset are the State's methods). The callbacks run on the calling
+ * thread with the GIL taken back for their duration; the loop itself runs without it.
+ *
+ * A Python exception becomes a status for the loop: HorovodInternalError a lost peer (restore
+ * the last commit, re-initialise), HostsUpdatedInterrupt a host change (keep the state,
+ * re-initialise), anything else PY_EXCEPTION, which no libhvd call returns, so the loop ends
+ * and the exception itself is raised again to the caller. */
+#define PY_EXCEPTION (-1000)
+
+typedef struct {
+    PyObject *state, *fn, *on_reinit;        /* borrowed from elastic_run's arguments */
+    PyObject *result;                        /* fn's return value */
+    PyObject *exc_type, *exc_value, *exc_tb; /* the last exception a callback raised */
+    hvd_status_t exc_status;                 /* the status it was turned into */
+} run_ctx_t;
+
+static void ctx_clear_exc(run_ctx_t *c) {
+    Py_CLEAR(c->exc_type);
+    Py_CLEAR(c->exc_value);
+    Py_CLEAR(c->exc_tb);
+}
+
+/* With the GIL: call obj.method() (method NULL: obj()), keep the result in *result_p (may
+ * be NULL: dropped), and turn an exception into the loop's status. */
+static hvd_status_t call_python(run_ctx_t *c, PyObject *obj, const char *method,
+                                PyObject **result_p) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = method ? PyObject_CallMethod(obj, method, NULL) : PyObject_CallNoArgs(obj);
+    hvd_status_t st = HVD_OK;
+    if (r) {
+        if (result_p)
+            Py_XSETREF(*result_p, r);
+        else
+            Py_DECREF(r);
+    } else {
+        ctx_clear_exc(c);
+        PyErr_Fetch(&c->exc_type, &c->exc_value, &c->exc_tb);
+        PyErr_NormalizeException(&c->exc_type, &c->exc_value, &c->exc_tb);
+        if (hosts_updated_cls && PyErr_GivenExceptionMatches(c->exc_type, hosts_updated_cls))
+            st = HVD_ERR_HOSTS_UPDATED;
+        else if (internal_error_cls && PyErr_GivenExceptionMatches(c->exc_type, internal_error_cls))
+            st = HVD_ERR_PEER_LOST;
+        else
+            st = PY_EXCEPTION;
+        c->exc_status = st;
+    }
+    PyGILState_Release(g);
+    return st;
+}
+
+static hvd_status_t el_save(void *user) {
+    run_ctx_t *c = user;
+    return call_python(c, c->state, "save", NULL);
+}
+
+static hvd_status_t el_restore(void *user) {
+    run_ctx_t *c = user;
+    return call_python(c, c->state, "restore", NULL);
+}
+
+static hvd_status_t el_sync(void *user, int root) {
+    (void)root; /* always rank 0, as Horovod's State.sync */
+    run_ctx_t *c = user;
+    return call_python(c, c->state, "sync", NULL);
+}
+
+/* After hvd_init in the new round: the package's own bookkeeping first (process sets and
+ * handles of the old world are gone), then the State's reset callbacks. */
+static hvd_status_t el_reset(void *user) {
+    run_ctx_t *c = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyDict_Clear(pending_outputs); /* the old world's operations will not allocate any more */
+    PyGILState_Release(g);
+    hvd_status_t st = call_python(c, c->on_reinit, NULL, NULL);
+    return st == HVD_OK ? call_python(c, c->state, "on_reset", NULL) : st;
+}
+
+static hvd_status_t el_fn(hvd_elastic_state_t *s, void *user) {
+    (void)s;
+    run_ctx_t *c = user;
+    return call_python(c, c->fn, NULL, &c->result);
+}
+
+/* elastic_run(state, fn, on_reinit) -> fn's result (worker_exits when the driver removed this
+ * worker or stopped the job). */
+static PyObject *py_elastic_run(PyObject *self, PyObject *args) {
+    run_ctx_t c = {0};
+    if (!PyArg_ParseTuple(args, "OOO", &c.state, &c.fn, &c.on_reinit))
+        return NULL;
+    hvd_elastic_callbacks_t cb = {el_save, el_restore, el_sync, el_reset, &c};
+    hvd_elastic_state_t *s;
+    hvd_status_t st = hvd_elastic_state_create(&cb, &s);
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_BEGIN_ALLOW_THREADS st = hvd_elastic_run(s, el_fn, &c);
+    Py_END_ALLOW_THREADS hvd_elastic_state_destroy(s);
+    if (st == HVD_OK) {
+        ctx_clear_exc(&c);
+        return c.result ? c.result : Py_NewRef(Py_None);
+    }
+    Py_CLEAR(c.result);
+    /* The callback's own exception when the loop ended on it: a Python error, or a lost peer
+     * or host change in a static job (hvd still initialised: no re-initialisation failed). */
+    if (c.exc_type && st == c.exc_status && (st == PY_EXCEPTION || hvd_is_initialized())) {
+        PyErr_Restore(c.exc_type, c.exc_value, c.exc_tb);
+        return NULL;
+    }
+    ctx_clear_exc(&c);
+    if (st == HVD_ERR_SHUT_DOWN && !hvd_is_initialized()) {
+        return worker_exits("horovod.elastic.run");
+    }
+    return raise_status(st);
+}
+
+/* The host-update check of State.commit and State.check_host_updates (collective). */
+static PyObject *py_elastic_check_host_updates(PyObject *self, PyObject *unused) {
+    static hvd_elastic_state_t *any; /* the check looks at no state but needs one */
+    hvd_status_t st = any ? HVD_OK : hvd_elastic_state_create(NULL, &any);
+    if (st == HVD_OK) {
+        Py_BEGIN_ALLOW_THREADS st = hvd_elastic_check_host_updates(any);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"set_exceptions", py_set_exceptions, METH_VARARGS,
      "Register HorovodInternalError and "
      "HostsUpdatedInterrupt."},
-    {"init", py_init, METH_NOARGS, "hvd_init."},
+    {"init", py_init, METH_VARARGS, "hvd_init (elastic: retried while the round forms)."},
     {"shutdown", py_shutdown, METH_NOARGS, "hvd_shutdown (no-op when not initialised)."},
     {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
     {"rank", py_rank, METH_NOARGS, NULL},
@@ -639,6 +805,9 @@ static PyMethodDef methods[] = {
     {"process_set_included", py_process_set_included, METH_O, NULL},
     {"process_set_ids", py_process_set_ids, METH_NOARGS, NULL},
     {"process_set_ranks", py_process_set_ranks, METH_O, NULL},
+    {"elastic_run", py_elastic_run, METH_VARARGS,
+     "Run fn under libhvd's elastic recovery with a Python State."},
+    {"elastic_check_host_updates", py_elastic_check_host_updates, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

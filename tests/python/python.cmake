@@ -1,6 +1,7 @@
 # The horovod package's tests (label python): tests/python/ranks/ run by pytest on every rank
 # of a horovodrun job at np 1, 2 and 3; tests/python/test_jobs.py drives whole jobs (a rank
-# SIGKILLed mid-training, the PyTorch example) from one pytest process.
+# SIGKILLed mid-training, the PyTorch example) from one pytest process, and
+# tests/python/test_elastic.py elastic jobs (workers killed and added, the elastic example).
 if(NOT HVD_PYTHON_BUILT)
   return()
 endif()
@@ -26,3 +27,8 @@ add_test(NAME python.jobs
          COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
                  ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
 set_tests_properties(python.jobs PROPERTIES TIMEOUT 600 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
+add_test(NAME python.elastic
+         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
+                 ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
+set_tests_properties(python.elastic PROPERTIES TIMEOUT 600 LABELS python
+                     ENVIRONMENT "${HVD_PY_ENV}")

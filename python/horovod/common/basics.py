@@ -32,7 +32,7 @@ class HorovodBasics:
         elif process_sets is not None:
             static_sets = list(process_sets)
         was_initialized = _hvd.is_initialized()
-        _hvd.init()
+        _hvd.init(util.env_flag("HOROVOD_ELASTIC"))
         if not was_initialized:
             _ps._setup(static_sets)
         if not self._atexit_registered:
@@ -45,6 +45,15 @@ class HorovodBasics:
             hook()
         _ps._teardown()
         _hvd.shutdown()
+
+    def _after_reinit(self):
+        """Elastic: libhvd left the old world and joined a new one (hvd.elastic.run); what
+        belonged to the old one is gone. As after Horovod's shutdown() + init(): only the
+        global process set remains."""
+        for hook in self._shutdown_hooks:
+            hook()
+        _ps._teardown()
+        _ps._setup(None)
 
     def is_initialized(self):
         return _hvd.is_initialized()

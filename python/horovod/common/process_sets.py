@@ -5,9 +5,8 @@ later with add_process_set when dynamic process sets are enabled) gives it an id
 collective's `process_set=` argument carries to libhvd. Registration is collective: every
 rank of the job registers the same sets in the same order.
 """
-import os
-
 from horovod import _hvd
+from horovod.common import util
 
 
 class ProcessSet:
@@ -63,7 +62,7 @@ _registered = {0: global_process_set}
 
 
 def _dynamic_enabled():
-    return os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS", "0") not in ("", "0")
+    return util.env_flag("HOROVOD_DYNAMIC_PROCESS_SETS")
 
 
 def _setup(process_sets):

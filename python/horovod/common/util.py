@@ -52,6 +52,18 @@ def env(**kwargs):
                 os.environ[k] = v
 
 
+def env_flag(name):
+    """A boolean HOROVOD_* setting read as libhvd reads it: true/yes/on or a positive
+    integer (any case); unset, empty, false/no/off or anything else is False."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("true", "yes", "on"):
+        return True
+    try:
+        return int(value) > 0
+    except ValueError:
+        return False
+
+
 def gloo_built(verbose=False):
     return True
 

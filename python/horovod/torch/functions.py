@@ -1,6 +1,5 @@
 """Broadcasting a model's parameters, an optimizer's state and any picklable object, and
 gathering objects from every rank."""
-import io
 
 import cloudpickle
 import torch

@@ -1,0 +1,143 @@
+"""Elastic mode from Python under the real horovodrun (hosts 127.0.0.1, .2, .3 are distinct
+hosts to the driver): hvd.elastic.run with a TorchState recovers from a SIGKILLed worker
+(rank 0 or another) and takes in a worker on an added host, ending with the exact result
+(tests/python/jobs/elastic_worker.py checks it); the elastic example survives a worker killed
+mid-epoch. HVD_BUILD_DIR names the build tree."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+HOROVODRUN = os.path.join(BUILD, "horovodrun")
+WORKER = os.path.join(SOURCE, "tests/python/jobs/elastic_worker.py")
+EXAMPLE = os.path.join(SOURCE, "examples/pytorch/pytorch_elastic_fashion_mnist.py")
+
+
+class Job:
+    """horovodrun in the background with a discovery script over an editable hosts file."""
+
+    def __init__(self, tmp_path, hosts, args):
+        self.tmp = tmp_path
+        self.set_hosts(hosts)
+        discover = tmp_path / "discover.sh"
+        discover.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts'}\n")
+        discover.chmod(0o755)
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"),
+                   HOROVOD_GLOO_TIMEOUT_SECONDS="20")
+        self.out = open(tmp_path / "out", "w+")
+        self.err = open(tmp_path / "err", "w+")
+        self.proc = subprocess.Popen([HOROVODRUN, "--host-discovery-script", str(discover)] +
+                                     args, env=env, stdout=self.out, stderr=self.err)
+
+    def set_hosts(self, hosts):
+        (self.tmp / "hosts.new").write_text("".join(f"{h}\n" for h in hosts))
+        os.replace(self.tmp / "hosts.new", self.tmp / "hosts")
+
+    def stdout(self):
+        return (self.tmp / "out").read_text(errors="replace")
+
+    def output(self):
+        return self.stdout() + (self.tmp / "err").read_text(errors="replace")
+
+    def wait_for(self, predicate, what, timeout=90):
+        deadline = time.monotonic() + timeout
+        while not predicate(self.stdout()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.kill()
+                pytest.fail(f"{what} never happened:\n{self.output()}")
+            time.sleep(0.05)
+
+    def pid_of(self, host):
+        """The newest worker printed for host ("pid <rank> <host> <pid>" lines)."""
+        pids = [l.split()[-1] for l in self.stdout().splitlines()
+                if "<stdout>:pid " in l and l.split()[-2] == host]
+        assert pids, f"no worker on {host}:\n{self.output()}"
+        return int(pids[-1])
+
+    def finish(self, timeout=150):
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"the job did not end in {timeout} s:\n{self.output()}")
+        return rc
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+
+def commits(out):
+    return [int(l.split("commit ")[1].split()[0]) for l in out.splitlines()
+            if "<stdout>:commit " in l]
+
+
+def expect_exact_completion(job, steps):
+    rc = job.finish()
+    out = job.stdout()
+    assert rc == 0, job.output()
+    assert f"<stdout>:done step {steps} " in out, job.output()
+    seen = commits(out)
+    assert seen and seen == sorted(set(seen)), f"the commit counter went back:\n{out}"
+    return out
+
+
+@pytest.mark.parametrize("victim", ["127.0.0.1", "127.0.0.3"])  # rank 0's host, another
+def test_worker_killed_state_restored(tmp_path, victim):
+    steps = 300
+    job = Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"],
+              ["-np", "3", "--min-np", "2", sys.executable, WORKER, "--steps", str(steps),
+               "--commit-every", "5", "--sleep-ms", "20", "--print-pid"])
+    job.wait_for(lambda out: len(commits(out)) >= 3, "three commits")
+    os.kill(job.pid_of(victim), signal.SIGKILL)
+    out = expect_exact_completion(job, steps)
+    assert " size 2 " in out, out  # went on without the victim
+    assert "resets 1" in out, out
+
+
+def test_host_added_worker_joins(tmp_path):
+    steps = 400
+    job = Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1"],
+              ["-np", "2", "--min-np", "2", "--max-np", "3", sys.executable, WORKER, "--steps",
+               str(steps), "--commit-every", "5", "--sleep-ms", "20", "--print-pid"])
+    job.wait_for(lambda out: len(commits(out)) >= 3, "three commits")
+    job.set_hosts(["127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"])
+    job.wait_for(lambda out: " size 3 " in out, "a commit by a world of three")
+    out = expect_exact_completion(job, steps)
+    assert "127.0.0.3" in "".join(l for l in out.splitlines() if "<stdout>:pid 2 " in l), out
+
+
+def test_elastic_example_survives_a_worker_killed_mid_epoch(tmp_path):
+    job = Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1"],
+              ["-np", "2", "--min-np", "1", sys.executable, EXAMPLE, "--epochs", "2",
+               "--train-limit", "8000", "--test-limit", "2000", "--batches-per-commit", "5"])
+    pids = []
+
+    def second_worker_started(_):
+        out = subprocess.run(["pgrep", "-f", EXAMPLE], capture_output=True, text=True).stdout
+        for pid in out.split():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if b"HOROVOD_HOSTNAME=127.0.0.2\0" in f.read():
+                        pids.append(int(pid))
+                        return True
+            except OSError:
+                pass
+        return False
+
+    job.wait_for(second_worker_started, "the worker on 127.0.0.2")
+    job.wait_for(lambda out: "epoch 1/2" in out, "the first epoch")
+    os.kill(pids[0], signal.SIGKILL)  # during epoch 2
+    rc = job.finish()
+    out = job.stdout()
+    assert rc == 0, job.output()
+    assert "reset: 1 workers now" in out, out
+    assert "epoch 2/2" in out and "1 workers" in out, out
+    acc = [l for l in out.splitlines() if "test accuracy" in l]
+    assert acc and float(acc[-1].split("test accuracy")[1].split("%")[0]) > 60.0, out
