@@ -13,6 +13,7 @@ typedef struct name_entry {
     hvd_request_t *reqs; /* one slot per rank; name == NULL while missing */
     int count;
     int32_t pset, pset_size; /* the first request's process set */
+    int type;                /* the first request's */
     int ready_seq;           /* order of becoming ready; 0 while not ready */
     struct name_entry *next;
 } name_entry_t;
@@ -64,10 +65,17 @@ size_t hvd__coord_pending(const hvd_coord_t *c) {
 }
 
 /* Ready when every rank asked, joined ranks counting as asking; a process set's name when
- * its members did (a joined rank does not stand in for one). */
+ * its members did (a joined rank does not stand in for one). While a rank has joined, an
+ * operation of the whole job that cannot run with Join (anything but a reduction) is ready
+ * at its first request, to be answered with build()'s error: waiting for every other rank
+ * to ask for the same name could wait forever, since ranks that joined at different times
+ * have numbered their unnamed operations differently. A rank asking later gets the same
+ * error from a new entry. */
 static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
     int want = e->pset ? e->pset_size : c->size - c->njoined;
-    if (!e->ready_seq && e->count >= want && e->count > 0)
+    int refused =
+        c->njoined > 0 && !e->pset && e->type != HVD_REQ_ALLREDUCE && e->type != HVD_REQ_ADASUM;
+    if (!e->ready_seq && e->count > 0 && (e->count >= want || refused))
         e->ready_seq = ++c->next_seq;
 }
 
@@ -104,6 +112,7 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
         }
         e->pset = req->pset;
         e->pset_size = req->pset_size;
+        e->type = req->type;
         /* append: readiness ties resolve in first-request order */
         name_entry_t **pp = &c->head;
         while (*pp)

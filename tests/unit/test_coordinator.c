@@ -123,11 +123,45 @@ static void test_join(void **state) {
     hvd__coord_destroy(c);
 }
 
+/* While a rank has joined, an allgather is answered at its first request with the Join
+ * error (ranks that joined at different times name their unnamed operations differently, so
+ * waiting for the others' requests could wait forever); an allreduce still waits. */
+static void test_join_refuses_allgather_at_once(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+    hvd_request_t j1 = {.rank = 1, .type = HVD_REQ_JOIN, .name = (char *)"join.noname"};
+    assert_int_equal(hvd__coord_add(c, &j1), HVD_OK);
+    hvd_request_t g0 = req("allgather.noname.1", 0, 7, 5), s0 = req("sum", 0, 7, 5);
+    g0.type = HVD_REQ_ALLGATHER;
+    assert_int_equal(hvd__coord_add(c, &g0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &s0), HVD_OK);
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_string_equal(out.items[0].names[0], "allgather.noname.1");
+    assert_int_equal(out.items[0].type, HVD_RESP_ERROR);
+    assert_non_null(strstr(out.items[0].error, "Allgather is not supported with Join"));
+    hvd__neg_responses_fini(&out);
+    /* rank 2 asks for a name of its own numbering: refused at once as well */
+    hvd_request_t g2 = req("allgather.noname.2", 2, 7, 5);
+    g2.type = HVD_REQ_ALLGATHER;
+    assert_int_equal(hvd__coord_add(c, &g2), HVD_OK);
+    hvd_response_list_t out2 = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out2), HVD_OK);
+    assert_int_equal(out2.count, 1);
+    assert_int_equal(out2.items[0].type, HVD_RESP_ERROR);
+    assert_int_equal(hvd__coord_pending(c), 1); /* "sum" waits for rank 2 */
+    hvd__neg_responses_fini(&out2);
+    hvd__coord_destroy(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_order_and_sizes),
         cmocka_unit_test(test_mismatches),
         cmocka_unit_test(test_join),
+        cmocka_unit_test(test_join_refuses_allgather_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@ inputs), so a wrong result on any rank fails that rank, and horovodrun ends the 
 """
 import itertools
 
+import time
+
 import pytest
 import torch
 
@@ -313,6 +315,36 @@ def test_join_with_uneven_batches():
         assert torch.allclose(out, torch.full((4,), float(contributing)))
     last = hvd.join()
     assert last == hvd.size() - 1
+
+
+def test_barrier_waits_for_the_last_rank():
+    # rank 0 arrives 0.3 s late: nobody may leave before it came
+    start = time.monotonic()
+    if hvd.rank() == 0:
+        time.sleep(0.3)
+    hvd.barrier()
+    assert time.monotonic() - start >= 0.29
+
+
+@pytest.mark.parametrize("kind", ["allgather", "broadcast", "alltoall", "reducescatter"])
+def test_join_refuses_what_zeros_cannot_stand_in_for(kind):
+    """Every rank in turn joins first; the others' unnamed operation fails with Horovod's
+    message instead of waiting (their unnamed operations are numbered differently by then,
+    so they could never be matched), then they join too and the job goes on."""
+    n = hvd.size()
+    calls = {
+        "allgather": lambda: hvd.allgather(torch.ones(2, 3)),
+        "broadcast": lambda: hvd.broadcast(torch.ones(3), 0),
+        "alltoall": lambda: hvd.alltoall(torch.ones(2 * n, 3)),
+        "reducescatter": lambda: hvd.reducescatter(torch.ones(2 * n, 3)),
+    }
+    for first in range(n):
+        if hvd.rank() != first:
+            with pytest.raises(hvd.HorovodInternalError,
+                               match=f"{kind.capitalize()} is not supported with Join"):
+                calls[kind]()
+        assert hvd.join() != -1 or n == 1
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name=f"after_join_{kind}").item() == n
 
 
 def test_unsupported_dtype_is_refused():
