@@ -28,6 +28,7 @@ packages=(
   python3-dev                        # Python.h: the horovod package's extension module
   python3-torch python3-numpy        # horovod.torch, its tests and the PyTorch example
   python3-pytest python3-cloudpickle # the Python tests; broadcast_object / allgather_object
+  python3-torchvision python3-filelock # scripts written like Horovod's examples (datasets, FileLock)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenmpi-dev)
