@@ -1126,7 +1126,9 @@ static int scenario_partial(void) {
         if (g_rank != 0)
             CHECK(hvd_poll(but0.h) == 0, "all_but_rank0 completed without rank 0");
     }
-    /* clean up: the others join in, everything completes */
+    /* clean up: the others join in, everything completes. The barrier first: without it
+     * rank 0 could enqueue all_but_rank0 while a slower rank still polls it in step 4. */
+    OK(hvd_barrier());
     if (g_rank != 1)
         op_enqueue(&only);
     if (g_rank == 0)
