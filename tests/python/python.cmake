@@ -1,6 +1,7 @@
 # The horovod package's tests (label python): tests/python/ranks/ run by pytest on every rank
 # of a horovodrun job at np 1, 2 and 3; tests/python/test_jobs.py drives whole jobs (a rank
-# SIGKILLed mid-training, the PyTorch example) from one pytest process, and
+# SIGKILLed mid-training, the PyTorch example, a script written like Horovod's
+# pytorch_mnist.py) from one pytest process, and
 # tests/python/test_elastic.py elastic jobs (workers killed and added, the elastic example).
 if(NOT HVD_PYTHON_BUILT)
   return()

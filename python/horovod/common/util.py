@@ -35,14 +35,13 @@ def is_iterable(x):
 
 @contextlib.contextmanager
 def env(**kwargs):
-    """Set environment variables for the duration of a with block (None unsets one)."""
+    """Set environment variables for the duration of a with block. As in Horovod, a None
+    value leaves its variable as it is."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
     saved = {k: os.environ.get(k) for k in kwargs}
     try:
         for k, v in kwargs.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = str(v)
+            os.environ[k] = str(v)
         yield
     finally:
         for k, v in saved.items():

@@ -28,28 +28,11 @@ from horovod.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allg
 from horovod.torch.optimizer import DistributedOptimizer
 from horovod.torch.sync_batch_norm import SyncBatchNorm
 
-init = _basics.init
-shutdown = _basics.shutdown
-is_initialized = _basics.is_initialized
-start_timeline = _basics.start_timeline
-stop_timeline = _basics.stop_timeline
-size = _basics.size
-local_size = _basics.local_size
-cross_size = _basics.cross_size
-rank = _basics.rank
-local_rank = _basics.local_rank
-cross_rank = _basics.cross_rank
-is_homogeneous = _basics.is_homogeneous
-mpi_threads_supported = _basics.mpi_threads_supported
-mpi_enabled = _basics.mpi_enabled
-mpi_built = _basics.mpi_built
-gloo_enabled = _basics.gloo_enabled
-gloo_built = _basics.gloo_built
-nccl_built = _basics.nccl_built
-ddl_built = _basics.ddl_built
-ccl_built = _basics.ccl_built
-cuda_built = _basics.cuda_built
-rocm_built = _basics.rocm_built
+from horovod.torch.mpi_ops import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
+                                   gloo_built, gloo_enabled, init, is_homogeneous,
+                                   is_initialized, local_rank, local_size, mpi_built,
+                                   mpi_enabled, mpi_threads_supported, nccl_built, rank,
+                                   rocm_built, shutdown, size, start_timeline, stop_timeline)
 
 # pending handles die with the job they belonged to
 _basics._shutdown_hooks.append(_mpi_ops._reset_handles)

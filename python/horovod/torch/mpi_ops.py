@@ -17,6 +17,30 @@ from horovod.common.exceptions import HorovodInternalError
 from horovod.common.process_sets import ProcessSet, global_process_set
 from horovod.torch.compression import Compression
 
+# The basics, here as in Horovod's mpi_ops (horovod.torch re-exports them from this module)
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
+size = _basics.size
+local_size = _basics.local_size
+cross_size = _basics.cross_size
+rank = _basics.rank
+local_rank = _basics.local_rank
+cross_rank = _basics.cross_rank
+is_homogeneous = _basics.is_homogeneous
+mpi_threads_supported = _basics.mpi_threads_supported
+mpi_enabled = _basics.mpi_enabled
+mpi_built = _basics.mpi_built
+gloo_enabled = _basics.gloo_enabled
+gloo_built = _basics.gloo_built
+nccl_built = _basics.nccl_built
+ddl_built = _basics.ddl_built
+ccl_built = _basics.ccl_built
+cuda_built = _basics.cuda_built
+rocm_built = _basics.rocm_built
+
 # reduce ops (Horovod's values)
 Average = _hvd.AVERAGE
 Sum = _hvd.SUM
@@ -92,7 +116,6 @@ class _HandleTable:
     def __init__(self):
         self._lock = threading.Lock()
         self._items = {}
-        self._next_group = 0
 
     def put(self, handle, finish):
         with self._lock:
@@ -113,11 +136,6 @@ class _HandleTable:
     def clear(self):
         with self._lock:
             self._items.clear()
-
-    def next_id(self):
-        with self._lock:
-            self._next_group += 1
-            return self._next_group
 
 
 _handles = _HandleTable()
@@ -173,17 +191,34 @@ def _ranks_size(ps):
     return _hvd.process_set_size(ps) if ps else _basics.size()
 
 
-# Handles of the Python layer's own composite operations (sparse allreduce): negative, so
-# they never collide with libhvd's; their finish function does the waiting.
-_sparse_handles = set()
+class _SparseHandle:
+    """The handle of a sparse allreduce (two allgathers). As in Horovod, calling it waits and
+    returns the result; poll and synchronize take it too."""
+
+    def __init__(self, indices, values, finish):
+        self._indices, self._values, self._finish = indices, values, finish
+        self._result = None
+        self._done = False
+
+    def __call__(self):
+        if not self._done:
+            # values first, as Horovod (its issue 2961)
+            values = synchronize(self._values)
+            indices = synchronize(self._indices)
+            self._result = self._finish(indices, values)
+            self._done = True
+        return self._result
+
+    def poll(self):
+        return self._done or (poll(self._values) and poll(self._indices))
 
 
 def poll(handle):
     """True when the operation of `handle` is done (synchronize will not block)."""
     if isinstance(handle, _Group):
         return all(poll(h) for h in handle.handles)
-    if handle in _sparse_handles:
-        return True
+    if isinstance(handle, _SparseHandle):
+        return handle.poll()
     return _hvd.poll(handle)
 
 
@@ -192,10 +227,11 @@ def synchronize(handle):
     Raises HorovodInternalError when it failed."""
     if isinstance(handle, _Group):
         return [synchronize(h) for h in handle.handles]
+    if isinstance(handle, _SparseHandle):
+        return handle()
+    if not _handles.known(handle):
+        return None  # as Horovod: a handle never returned, or synchronized already
     finish = _handles.pop(handle)
-    if handle in _sparse_handles:
-        _sparse_handles.discard(handle)
-        return finish(None)
     try:
         result = _hvd.wait(handle)
     except HorovodInternalError:
@@ -350,7 +386,8 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Reduce a sparse COO tensor as Horovod does: allgather its indices and values (so the
     result holds every rank's entries, duplicates summed when coalesced); Average divides
-    the values by the number of ranks. Returns a handle; synchronize gives the sparse sum."""
+    the values by the number of ranks. Returns a handle that, as in Horovod, is called to
+    wait for the result (handle()); synchronize(handle) and poll(handle) work too."""
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async needs a sparse tensor")
     if op not in (Average, Sum):
@@ -362,16 +399,11 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
                              process_set=process_set)
     size = _ranks_size(_process_set_id(process_set))
 
-    def finish(_):
-        idx = synchronize(indices).t()
-        val = synchronize(values)
+    def finish(idx, val):
         if op == Average:
             val = val / size
-        return torch.sparse_coo_tensor(idx, val, t.shape)
-    handle = -_handles.next_id()  # a handle of the Python layer: negative, never libhvd's
-    _handles.put(handle, finish)
-    _sparse_handles.add(handle)
-    return handle
+        return torch.sparse_coo_tensor(idx.t(), val, t.shape)
+    return _SparseHandle(indices, values, finish)
 
 
 # ---- allgather ----
@@ -449,9 +481,30 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _allgather_async(tensors, name, process_set, True)
 
 
+class _GroupedAllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(tensors, name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # as allgather's, tensor by tensor: the averaged gradient's rows of this rank
+        reduced = grouped_allreduce(list(grads), op=Average, process_set=ctx.process_set)
+        rows = grouped_allgather([torch.tensor([r]) for r in ctx.rows],
+                                 process_set=ctx.process_set)
+        me = _hvd.process_set_rank(_process_set_id(ctx.process_set))
+        out = [g.narrow(0, sum(r.tolist()[:me]), n) for g, r, n in zip(reduced, rows, ctx.rows)]
+        return (None, None) + tuple(out)
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """allgather of every tensor of a list, negotiated together."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """allgather of every tensor of a list, negotiated together. Differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allgather needs at least one tensor")
+    return list(_GroupedAllgatherFn.apply(name, process_set, *tensors))
 
 
 # ---- broadcast ----
@@ -578,7 +631,8 @@ def _reducescatter_async(tensors, name, op, prescale_factor, postscale_factor, p
                          grouped):
     ps = _process_set_id(process_set)
     if op not in (Average, Sum):
-        raise ValueError("Reducescatter currently only supports AVERAGE and SUM.")
+        # Horovod fails the enqueue (a RuntimeError), as for any other op it rejects
+        raise RuntimeError("Reducescatter currently only supports AVERAGE and SUM.")
     size = _ranks_size(ps)
     me = _hvd.process_set_rank(ps) if ps else _basics.rank()
     base = _auto_name("reducescatter", name, ps)
@@ -608,6 +662,14 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                                 process_set, False)
 
 
+def _reducescatter_grad_scale(grad, op, process_set, scale):
+    """The factor Horovod 0.28.1 applies to a reducescatter's gradient before gathering it:
+    the set's size for Sum (1 for Average), times the pre- and postscale factors."""
+    if op == Sum:
+        scale = scale * _ranks_size(_process_set_id(process_set))
+    return grad * scale if scale != 1.0 else grad
+
+
 class _ReducescatterFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale, postscale):
@@ -617,12 +679,8 @@ class _ReducescatterFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # Horovod: gather the gradient's pieces; a sum fans out to every rank unchanged, an
-        # average's share of each is 1/size
-        g = allgather(grad, process_set=ctx.process_set)
-        if ctx.op == Average:
-            g = g / _ranks_size(_process_set_id(ctx.process_set))
-        return g * ctx.scale, None, None, None, None, None
+        g = _reducescatter_grad_scale(grad, ctx.op, ctx.process_set, ctx.scale)
+        return allgather(g, process_set=ctx.process_set), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
@@ -643,13 +701,27 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 process_set, True)
 
 
+class _GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale, postscale, *tensors):
+        ctx.op, ctx.process_set, ctx.scale = op, process_set, prescale * postscale
+        return tuple(synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
+                                                             prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        scaled = [_reducescatter_grad_scale(g, ctx.op, ctx.process_set, ctx.scale)
+                  for g in grads]
+        return (None,) * 5 + tuple(grouped_allgather(scaled, process_set=ctx.process_set))
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    """reducescatter of every tensor of a list, negotiated together."""
+    """reducescatter of every tensor of a list, negotiated together. Differentiable."""
     pairs = [compression.compress(t) for t in tensors]
-    outs = synchronize(grouped_reducescatter_async([c for c, _ in pairs], name, op, process_set,
-                                                   prescale_factor, postscale_factor))
+    outs = _GroupedReducescatterFn.apply(name, op, process_set, prescale_factor,
+                                         postscale_factor, *[c for c, _ in pairs])
     return [compression.decompress(o, cctx) for o, (_, cctx) in zip(outs, pairs)]
 
 
@@ -679,6 +751,5 @@ def barrier(process_set=global_process_set):
 def _reset_handles():
     """Forget every pending handle (after shutdown: their operations failed or ended)."""
     _handles.clear()
-    _sparse_handles.clear()
     with _noname_lock:
         _noname_counters.clear()  # a new job (elastic: a new world) numbers from the start

@@ -130,12 +130,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # must still submit the name.
             p.grad = p.data.new(p.size()).zero_()
         name = self._parameter_names.get(p)
-        if p.grad.is_sparse:
+        grad = p.grad
+        if grad.is_sparse:
             if not self.sparse_as_dense:
-                return sparse_allreduce_async(p.grad, name=name, op=self.op,
+                return sparse_allreduce_async(grad, name=name, op=self.op,
                                               process_set=self.process_set), None
-            p.grad = p.grad.to_dense()
-        compressed, ctx = self._compression.compress(p.grad)
+            # reduced as a dense copy; _finish makes the result sparse again, so that
+            # optimizers that take only sparse gradients (SparseAdam) still work
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
         pre, post = self._scale_factors()
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
                                   postscale_factor=post, process_set=self.process_set)
@@ -189,6 +192,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = output
             return
         result = self._compression.decompress(output, cctx)
+        if p.grad.is_sparse:  # sparse_as_dense
+            p.grad = result.reshape(p.grad.shape).to_sparse()
+            return
         if result is not p.grad:
             p.grad.copy_(result.reshape(p.grad.shape))
 
