@@ -30,5 +30,5 @@ echo "=== fuzz: build-fuzz"
 (cd build-fuzz && ctest --output-on-failure -L fuzz)
 
 # ASan/UBSan: abort on the first report so a finding fails the test that caused it.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite asan -DHVD_SANITIZE=ON

@@ -45,7 +45,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", HVD_PARAM_INT, "10", 0, IMAX, W, OFF(autotune_steps_per_sample), "Steps per autotune sample."},
     {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", HVD_PARAM_INT, "20", 0, IMAX, W, OFF(autotune_bayes_opt_max_samples), "Maximum Bayesian optimisation samples."},
     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", HVD_PARAM_FLOAT, "0.8", 0, 1, W, OFF(autotune_gaussian_process_noise), "Gaussian process noise, in [0, 1]."},
-    {"HOROVOD_TIMELINE", HVD_PARAM_STR, NULL, 0, 0, W, OFF(timeline), "Write a Chrome trace timeline to this file."},
+    {"HOROVOD_TIMELINE", HVD_PARAM_STR, NULL, 0, 0, W, OFF(timeline), "Write a Chrome trace timeline to this file (DYNAMIC: none until one is started through the API)."},
     {"HOROVOD_TIMELINE_MARK_CYCLES", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(timeline_mark_cycles), "Mark background cycles in the timeline."},
     {"HOROVOD_STALL_CHECK_DISABLE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(stall_check_disable), "Disable the stall inspector."},
     {"HOROVOD_STALL_CHECK_TIME_SECONDS", HVD_PARAM_INT, "60", 0, IMAX, W, OFF(stall_check_time_seconds), "Seconds before a stall warning."},

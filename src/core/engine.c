@@ -348,7 +348,9 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     e->block_lens = calloc((size_t)p, sizeof *e->block_lens);
     if (st == HVD_OK && (!e->msgs || !e->blocks || !e->block_lens))
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the engine");
-    if (st == HVD_OK && rank == 0 && pa->timeline && *pa->timeline) {
+    /* HOROVOD_TIMELINE=DYNAMIC (Horovod's word): no file now, hvd_start_timeline later */
+    if (st == HVD_OK && rank == 0 && pa->timeline && *pa->timeline &&
+        strcmp(pa->timeline, "DYNAMIC") != 0) {
         st = hvd__timeline_open(pa->timeline, &e->tl);
         e->mark_cycles = pa->timeline_mark_cycles;
     }

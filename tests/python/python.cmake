@@ -10,11 +10,14 @@ set(HVD_PY_ENV
     "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;HVD_BUILD_DIR=${PROJECT_BINARY_DIR}")
 if(HVD_SANITIZE)
   # The interpreter is not instrumented: the sanitizer runtime must be loaded first, and
-  # CPython's and torch's own allocations at exit are not this project's leaks.
+  # CPython's and torch's own allocations at exit are not this project's leaks. handle_abort:
+  # an abort() in any thread prints that thread's C stack (faulthandler shows Python frames
+  # only); LIBC_FATAL_STDERR_: glibc's fatal messages go to stderr, never to a terminal.
   execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
                   OUTPUT_VARIABLE HVD_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
   list(APPEND HVD_PY_ENV "LD_PRELOAD=${HVD_LIBASAN}"
-       "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+       "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1"
+       "LIBC_FATAL_STDERR_=1")
 endif()
 foreach(np 1 2 3)
   add_test(NAME python.ranks_np${np}

@@ -3,6 +3,7 @@ mid-training, the PyTorch example, and a script written like Horovod's own
 examples/pytorch/pytorch_mnist.py (jobs/horovod_style_mnist.py) training on local files laid
 out as torchvision's MNIST. HVD_BUILD_DIR names the build tree."""
 import gzip
+import json
 import os
 import struct
 import subprocess
@@ -111,3 +112,35 @@ def test_horovod_style_script_with_adasum_stops_at_once(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "ValueError: Adasum is not available in hvd" in r.stdout + r.stderr, r.stderr
     assert "Train Epoch" not in r.stdout, r.stdout
+
+
+DYNAMIC_TIMELINE = """
+import json, os, sys
+import torch
+import horovod.torch as hvd
+hvd.init()
+hvd.allreduce(torch.ones(3), name="before.start")
+hvd.start_timeline(sys.argv[1])
+hvd.allreduce(torch.ones(3), name="while.on")
+hvd.stop_timeline()
+hvd.allreduce(torch.ones(3), name="after.stop")
+hvd.shutdown()
+"""
+
+
+def test_dynamic_timeline_starts_only_through_the_api(tmp_path):
+    """HOROVOD_TIMELINE=DYNAMIC (as horovodrun's users set it for Horovod) writes nothing at
+    init, in particular no file named DYNAMIC; hvd.start_timeline writes the one it names."""
+    script = tmp_path / "dyn.py"
+    script.write_text(DYNAMIC_TIMELINE)
+    path = tmp_path / "tl.json"
+    r = subprocess.run([HOROVODRUN, "-np", "2", sys.executable, str(script), str(path)],
+                       env=job_env(HOROVOD_TIMELINE="DYNAMIC"), capture_output=True, text=True,
+                       timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (tmp_path / "DYNAMIC").exists()
+    names = {e["args"].get("name") for e in json.loads(path.read_text())
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    # the Python layer names an allreduce "allreduce.<name>", as Horovod does
+    assert "allreduce.while.on" in names, names
+    assert not {"allreduce.before.start", "allreduce.after.stop"} & names, names
