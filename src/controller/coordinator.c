@@ -25,6 +25,8 @@ struct hvd_coord {
     int next_seq;
     uint8_t *joined;
     int njoined, last_joined;
+    hvd_pset_member_fn member;
+    void *member_arg;
 };
 
 hvd_status_t hvd__coord_create(int size, hvd_coord_t **c_p) {
@@ -60,22 +62,44 @@ void hvd__coord_destroy(hvd_coord_t *c) {
     free(c);
 }
 
+void hvd__coord_set_members(hvd_coord_t *c, hvd_pset_member_fn fn, void *arg) {
+    c->member = fn;
+    c->member_arg = arg;
+}
+
+/* How many of the ranks e waits for have joined: in the whole job, or among the members of
+ * e's process set. */
+static int joined_for(const hvd_coord_t *c, const name_entry_t *e) {
+    if (!e->pset)
+        return c->njoined;
+    if (c->njoined == 0 || !c->member)
+        return 0;
+    int n = 0;
+    for (int r = 0; r < e->pset_size; r++) {
+        int g = c->member(c->member_arg, e->pset, r);
+        n += g >= 0 && g < c->size && c->joined[g];
+    }
+    return n;
+}
+
 size_t hvd__coord_pending(const hvd_coord_t *c) {
     return c->pending;
 }
 
-/* Ready when every rank asked, joined ranks counting as asking; a process set's name when
- * its members did (a joined rank does not stand in for one). While a rank has joined, an
- * operation of the whole job that cannot run with Join (anything but a reduction) is ready
- * at its first request, to be answered with build()'s error: waiting for every other rank
- * to ask for the same name could wait forever, since ranks that joined at different times
- * have numbered their unnamed operations differently. A rank asking later gets the same
- * error from a new entry. */
+/* Ready when every rank asked, joined ranks counting as asking, in the whole job or in a
+ * process set they belong to. While a rank has joined, an operation that cannot run with Join
+ * (anything but a reduction) and that waits for it is ready at its first request, to be
+ * answered with build()'s error: waiting for every other rank to ask for the same name could
+ * wait forever, since ranks that joined at different times have numbered their unnamed
+ * operations differently (and a joined rank asks for nothing). A rank asking later gets the
+ * same error from a new entry. */
 static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
-    int want = e->pset ? e->pset_size : c->size - c->njoined;
-    int refused =
-        c->njoined > 0 && !e->pset && e->type != HVD_REQ_ALLREDUCE && e->type != HVD_REQ_ADASUM;
-    if (!e->ready_seq && e->count > 0 && (e->count >= want || refused))
+    if (e->ready_seq || e->count == 0)
+        return;
+    int joined = joined_for(c, e);
+    int want = (e->pset ? e->pset_size : c->size) - joined;
+    int refused = joined > 0 && e->type != HVD_REQ_ALLREDUCE && e->type != HVD_REQ_ADASUM;
+    if (e->count >= want || refused)
         e->ready_seq = ++c->next_seq;
 }
 

@@ -4,16 +4,24 @@
  * response for every rank to execute, or as an ERROR response when the ranks disagree
  * (dtype, op, shape, scale factors, reduce op, broadcast root), with the reference's message
  * followed by the two ranks that disagree. JOIN requests count a rank as done for every
- * name; when all ranks have joined, a JOIN response (with the last rank to join) follows. */
+ * name; when all ranks have joined, a JOIN response (with the last rank to join) follows.
+ * A joined rank stands in for itself in the process sets it belongs to as well (it
+ * contributes zeros to their allreduces), once the coordinator can tell their members. */
 #ifndef HVD_CONTROLLER_COORDINATOR_H
 #define HVD_CONTROLLER_COORDINATOR_H
 
+#include "controller/membership.h"
 #include "wire/negotiate.h"
 
 typedef struct hvd_coord hvd_coord_t;
 
 hvd_status_t hvd__coord_create(int size, hvd_coord_t **c_p);
 void hvd__coord_destroy(hvd_coord_t *c);
+
+/* How the coordinator learns a process set's members, so that a member that has joined
+ * counts as asking for the set's names. Without it joined ranks belong to no set, and an
+ * operation of a set with a joined member waits for that member. */
+void hvd__coord_set_members(hvd_coord_t *c, hvd_pset_member_fn fn, void *arg);
 
 /* Record one request (copied). HVD_ERR_INVALID_ARG for a rank outside the group or a second
  * request of the same name from the same rank before it was answered. */

@@ -13,7 +13,7 @@
 typedef struct pending {
     char *name;
     int64_t since_ms;
-    uint8_t *ready; /* one flag per rank */
+    uint8_t *ready; /* one flag per rank; set up front for ranks outside its process set */
     int nready;
     struct pending *next;
 } pending_t;
@@ -23,7 +23,31 @@ struct hvd_stall {
     char **hosts;
     pending_t *head;
     int64_t last_check_ms;
+    hvd_pset_member_fn member;
+    void *member_arg;
 };
+
+void hvd__stall_set_members(hvd_stall_t *s, hvd_pset_member_fn fn, void *arg) {
+    s->member = fn;
+    s->member_arg = arg;
+}
+
+/* A new name of process set pset waits for its members only: the others count as ready. */
+static void expect_members(hvd_stall_t *s, pending_t *p, int pset) {
+    if (!pset || !s->member)
+        return;
+    memset(p->ready, 1, (size_t)s->size);
+    p->nready = s->size;
+    for (int i = 0; i < s->size; i++) {
+        int g = s->member(s->member_arg, pset, i);
+        if (g < 0 || g >= s->size)
+            break;
+        if (p->ready[g]) {
+            p->ready[g] = 0;
+            p->nready--;
+        }
+    }
+}
 
 hvd_status_t hvd__stall_create(int size, const char *const *hosts, int warn_s, int shutdown_s,
                                hvd_stall_t **s_p) {
@@ -66,7 +90,8 @@ void hvd__stall_destroy(hvd_stall_t *s) {
     free(s);
 }
 
-hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int rank, int64_t now_ms) {
+hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank,
+                              int64_t now_ms) {
     if (rank < 0 || rank >= s->size)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "stall inspector: rank %d", rank);
     pending_t *p = s->head;
@@ -84,6 +109,7 @@ hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int rank, int64_
             return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the stall inspector");
         }
         p->since_ms = now_ms;
+        expect_members(s, p, pset);
         p->next = s->head;
         s->head = p;
     }

@@ -13,6 +13,8 @@
 
 #include <hvd/types.h>
 
+#include "controller/membership.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,8 +26,13 @@ hvd_status_t hvd__stall_create(int size, const char *const *hosts, int warn_s, i
                                hvd_stall_t **s_p);
 void hvd__stall_destroy(hvd_stall_t *s);
 
-/* rank has submitted name (now_ms: a monotonic clock). */
-hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int rank, int64_t now_ms);
+/* How the inspector learns a process set's members, so that a set's name waits only for
+ * them (without it every rank is expected for every name). */
+void hvd__stall_set_members(hvd_stall_t *s, hvd_pset_member_fn fn, void *arg);
+
+/* rank has submitted name of process set pset (0: the whole job; now_ms: a monotonic
+ * clock). */
+hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank, int64_t now_ms);
 /* name was agreed by every rank (or failed): forget it. */
 void hvd__stall_done(hvd_stall_t *s, const char *name);
 

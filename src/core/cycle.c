@@ -396,7 +396,7 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
                 if (st != HVD_OK || q->type == HVD_REQ_JOIN)
                     continue;
                 if (e->stall)
-                    hvd__stall_ready(e->stall, q->name, r, now);
+                    hvd__stall_ready(e->stall, q->name, q->pset, r, now);
                 if (e->tl)
                     tl_ready(e, q->name, q->type, r);
             }

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/process_set.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -308,6 +309,11 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
+/* The coordinator's view of process-set membership (hvd__coord_set_members). */
+static int pset_member(void *ctx, int pset, int set_rank) {
+    return hvd__pset_member(ctx, pset, set_rank);
+}
+
 hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     const hvd_params_t *pa = &ctx->params;
     hvd_engine_t *e = calloc(1, sizeof *e);
@@ -333,8 +339,11 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
                                                        strerror(errno));
     if (st == HVD_OK && pa->cache_capacity > 0)
         st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
-    if (st == HVD_OK && rank == 0)
+    if (st == HVD_OK && rank == 0) {
         st = hvd__coord_create(p, &e->coord);
+        if (st == HVD_OK)
+            hvd__coord_set_members(e->coord, pset_member, ctx);
+    }
     if (st == HVD_OK && rank == 0 && !pa->stall_check_disable && pa->stall_check_time_seconds > 0) {
         if (pa->stall_shutdown_time_seconds > 0 &&
             pa->stall_shutdown_time_seconds < pa->stall_check_time_seconds)
@@ -342,6 +351,8 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
                       "HOROVOD_STALL_CHECK_TIME_SECONDS, will not shutdown.");
         st = hvd__stall_create(p, (const char *const *)ctx->hosts, pa->stall_check_time_seconds,
                                pa->stall_shutdown_time_seconds, &e->stall);
+        if (st == HVD_OK)
+            hvd__stall_set_members(e->stall, pset_member, ctx);
     }
     e->msgs = calloc((size_t)p, sizeof *e->msgs);
     e->blocks = calloc((size_t)p, sizeof *e->blocks);

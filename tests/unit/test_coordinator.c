@@ -156,12 +156,63 @@ static void test_join_refuses_allgather_at_once(void **state) {
     hvd__coord_destroy(c);
 }
 
+/* Process set 5 is global ranks {0, 2} of 4; any other set has no members. */
+static int set5_member(void *arg, int pset, int set_rank) {
+    (void)arg;
+    static const int members[] = {0, 2};
+    return pset == 5 && set_rank >= 0 && set_rank < 2 ? members[set_rank] : -1;
+}
+
+/* A joined member of a process set stands in for itself there as in the whole job: the
+ * set's allreduce is ready once its other members asked (the joined one adds zeros), its
+ * allgather is refused at once; a set the joined rank is not in still waits for its
+ * members. Without the membership hook the set's allreduce waits for every member. */
+static void test_join_in_a_process_set(void **state) {
+    (void)state;
+    for (int hooked = 0; hooked < 2; hooked++) {
+        hvd_coord_t *c;
+        assert_int_equal(hvd__coord_create(4, &c), HVD_OK);
+        if (hooked)
+            hvd__coord_set_members(c, set5_member, NULL);
+        hvd_request_t j2 = {.rank = 2, .type = HVD_REQ_JOIN, .name = (char *)"join.noname"};
+        assert_int_equal(hvd__coord_add(c, &j2), HVD_OK);
+        hvd_request_t a0 = req("ps.sum", 0, 7, 5), g0 = req("ps.gather", 0, 7, 5);
+        a0.pset = g0.pset = 5;
+        a0.pset_size = g0.pset_size = 2;
+        g0.type = HVD_REQ_ALLGATHER;
+        hvd_request_t o1 = req("other.sum", 1, 7, 5); /* set 6: ranks {1, 3} */
+        o1.pset = 6;
+        o1.pset_size = 2;
+        assert_int_equal(hvd__coord_add(c, &a0), HVD_OK);
+        assert_int_equal(hvd__coord_add(c, &g0), HVD_OK);
+        assert_int_equal(hvd__coord_add(c, &o1), HVD_OK);
+        hvd_response_list_t out = {0};
+        assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+        if (!hooked) {
+            assert_int_equal(out.count, 0);
+            assert_int_equal(hvd__coord_pending(c), 3);
+        } else {
+            assert_int_equal(out.count, 2);
+            assert_string_equal(out.items[0].names[0], "ps.sum");
+            assert_int_equal(out.items[0].type, HVD_REQ_ALLREDUCE);
+            assert_int_equal(out.items[0].pset, 5);
+            assert_string_equal(out.items[1].names[0], "ps.gather");
+            assert_int_equal(out.items[1].type, HVD_RESP_ERROR);
+            assert_non_null(strstr(out.items[1].error, "Allgather is not supported with Join"));
+            assert_int_equal(hvd__coord_pending(c), 1); /* other.sum waits for rank 3 */
+        }
+        hvd__neg_responses_fini(&out);
+        hvd__coord_destroy(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_order_and_sizes),
         cmocka_unit_test(test_mismatches),
         cmocka_unit_test(test_join),
         cmocka_unit_test(test_join_refuses_allgather_at_once),
+        cmocka_unit_test(test_join_in_a_process_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

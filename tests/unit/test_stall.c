@@ -21,11 +21,11 @@ static void test_warning_names_missing_ranks(void **state) {
     assert_int_equal(hvd__stall_create(4, hosts, 60, 0, &s), HVD_OK);
     char msg[2048];
     int shut;
-    hvd__stall_ready(s, "grad.w", 0, 1000);
-    hvd__stall_ready(s, "grad.w", 2, 1500);
-    hvd__stall_ready(s, "grad.all", 0, 1000);
+    hvd__stall_ready(s, "grad.w", 0, 0, 1000);
+    hvd__stall_ready(s, "grad.w", 0, 2, 1500);
+    hvd__stall_ready(s, "grad.all", 0, 0, 1000);
     for (int r = 1; r < 4; r++)
-        hvd__stall_ready(s, "grad.all", r, 1000);
+        hvd__stall_ready(s, "grad.all", 0, r, 1000);
     hvd__stall_done(s, "grad.all");
     assert_int_equal(hvd__stall_check(s, 30000, msg, sizeof msg, &shut), 0);
     assert_int_equal(hvd__stall_check(s, 59000, msg, sizeof msg, &shut), 0); /* rate limit */
@@ -47,7 +47,7 @@ static void test_many_names_and_shutdown(void **state) {
     int shut;
     for (int i = 0; i < 8; i++) {
         snprintf(name, sizeof name, "t%d", i);
-        hvd__stall_ready(s, name, 0, 0);
+        hvd__stall_ready(s, name, 0, 0, 0);
     }
     assert_int_equal(hvd__stall_check(s, 3000, msg, sizeof msg, &shut), 1);
     assert_int_equal(shut, 0);
@@ -60,7 +60,7 @@ static void test_many_names_and_shutdown(void **state) {
     hvd__stall_destroy(s);
     /* a shutdown time below the warning time never shuts down */
     assert_int_equal(hvd__stall_create(2, NULL, 10, 5, &s), HVD_OK);
-    hvd__stall_ready(s, "x", 1, 0);
+    hvd__stall_ready(s, "x", 0, 1, 0);
     assert_int_equal(hvd__stall_check(s, 100000, msg, sizeof msg, &shut), 1);
     assert_int_equal(shut, 0);
     assert_non_null(strstr(msg, "\n0: [x]"));
@@ -72,12 +72,38 @@ static void test_bounds(void **state) {
     hvd_stall_t *s;
     assert_int_equal(hvd__stall_create(0, NULL, 1, 0, &s), HVD_ERR_INVALID_ARG);
     assert_int_equal(hvd__stall_create(2, NULL, 1, 0, &s), HVD_OK);
-    assert_int_equal(hvd__stall_ready(s, "x", 2, 0), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__stall_ready(s, "x", 0, 2, 0), HVD_ERR_INVALID_ARG);
     char tiny[40];
     int shut;
-    hvd__stall_ready(s, "x", 0, 0);
+    hvd__stall_ready(s, "x", 0, 0, 0);
     assert_int_equal(hvd__stall_check(s, 5000, tiny, sizeof tiny, &shut), 1);
     assert_int_equal(strlen(tiny), sizeof tiny - 1); /* truncated, terminated */
+    hvd__stall_destroy(s);
+}
+
+/* Process set 3 is global ranks {1, 2} of 4. */
+static int set3_member(void *arg, int pset, int set_rank) {
+    (void)arg;
+    return pset == 3 && set_rank >= 0 && set_rank < 2 ? 1 + set_rank : -1;
+}
+
+/* A process set's name waits for its members only: ranks outside the set are never listed
+ * as missing it (the whole job's names still wait for every rank). */
+static void test_process_set_names_wait_for_members_only(void **state) {
+    (void)state;
+    hvd_stall_t *s;
+    assert_int_equal(hvd__stall_create(4, hosts, 10, 0, &s), HVD_OK);
+    hvd__stall_set_members(s, set3_member, NULL);
+    char msg[2048];
+    int shut;
+    hvd__stall_ready(s, "ps.x", 3, 1, 0);
+    assert_int_equal(hvd__stall_check(s, 11000, msg, sizeof msg, &shut), 1);
+    assert_non_null(strstr(msg, "Missing ranks:\n2 (host h2, missing for 11 s): [ps.x]"));
+    assert_null(strstr(msg, "\n0"));
+    assert_null(strstr(msg, "\n3"));
+    /* the member's request ends the stall */
+    hvd__stall_ready(s, "ps.x", 3, 2, 11500);
+    assert_int_equal(hvd__stall_check(s, 30000, msg, sizeof msg, &shut), 0);
     hvd__stall_destroy(s);
 }
 
@@ -86,6 +112,7 @@ int main(void) {
         cmocka_unit_test(test_warning_names_missing_ranks),
         cmocka_unit_test(test_many_names_and_shutdown),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_process_set_names_wait_for_members_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,24 @@ def test_overlapping_sets_interleaved():
     hvd.remove_process_set(b)
 
 
+@pytest.mark.skipif(int(os.environ.get("HOROVOD_SIZE", "1")) < 3,
+                    reason="a set with a joined member beside a rank outside it needs 3 ranks")
+def test_joined_member_takes_part_in_its_sets_allreduce():
+    """A rank that has joined adds zeros to the allreduces of the process sets it is in, as it
+    does in the whole job, and their allgathers fail at once with Join's error; before, an
+    operation of such a set waited forever for the joined member."""
+    ps = hvd.add_process_set([0, 1])
+    if hvd.rank() == 0:
+        x = torch.tensor([3.0, 5.0])
+        assert torch.equal(hvd.allreduce(x, op=hvd.Sum, process_set=ps, name="pj.sum"), x)
+        assert torch.equal(hvd.allreduce(x, op=hvd.Average, process_set=ps, name="pj.avg"), x / 2)
+        with pytest.raises(hvd.HorovodInternalError, match="Allgather is not supported with Join"):
+            hvd.allgather(x, process_set=ps, name="pj.gather")
+    last = hvd.join()
+    assert last in (0, 2)  # rank 1 joined before rank 0's allreduces could finish
+    hvd.remove_process_set(ps)
+
+
 def test_registration_errors():
     with pytest.raises(ValueError):
         hvd.add_process_set([0, 0])
