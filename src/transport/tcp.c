@@ -485,7 +485,8 @@ static int step_pending(tcp_t *t) {
             tcp_abort(&t->base, HVD_ERR_IO, copy);
             return 1;
         }
-        HVD_LOG_D("rank %d: accepted data connection from rank %u", t->base.rank, h.from);
+        HVD_LOG_D("rank %d: accepted data connection from rank %u%s", t->base.rank, h.from,
+                  p->is_shm ? " through shared memory" : "");
     }
     return progressed;
 }
@@ -577,7 +578,8 @@ static int step_connect(tcp_t *t, int r) {
     }
     p->state = PEER_READY;
     rd_add(t, p->fd);
-    HVD_LOG_D("rank %d: connected to rank %d", t->base.rank, r);
+    HVD_LOG_D("rank %d: connected to rank %d%s", t->base.rank, r,
+              p->is_shm ? " through shared memory" : "");
     return 1;
 }
 
