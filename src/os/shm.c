@@ -13,7 +13,10 @@ hvd_status_t hvd__shm_create(size_t size, const char *what, int *fd_p) {
     int fd = memfd_create(what, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return hvd__error_set(HVD_ERR_IO, "memfd_create for %s: %s", what, strerror(errno));
-    if (ftruncate(fd, (off_t)size) != 0 ||
+    /* fallocate: the pages exist from the start, so that the first pass of bytes through a
+     * ring does not take a page fault every 4 KiB (measured: a 4 KiB allreduce at np 2 took
+     * 35 us until its ring had wrapped once, 2.4 us after). */
+    if (ftruncate(fd, (off_t)size) != 0 || fallocate(fd, 0, 0, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         int e = errno;
         close(fd);
@@ -32,7 +35,8 @@ hvd_status_t hvd__shm_map(int fd, size_t size, void **addr_p) {
                               "the shared memory a peer handed over is not a sealed region of "
                               "%zu bytes",
                               size);
-    void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE: this process's page tables too, for the same reason */
+    void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (a == MAP_FAILED)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot map %zu bytes of shared memory: %s", size,
                               strerror(errno));
