@@ -28,6 +28,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_GLOO_IFACE", HVD_PARAM_STR, "", 0, 0, W, OFF(gloo_iface), "Network interface for the data plane."},
     {"HOROVOD_GLOO_TIMEOUT_SECONDS", HVD_PARAM_INT, "30", 1, 86400, W, OFF(gloo_timeout_seconds), "Deadline in seconds for rendezvous waits and for every collective."},
     {"HVD_BUSY_POLL_US", HVD_PARAM_INT, "-1", -1, 10000000, W, OFF(busy_poll_us), "hvd: microseconds a collective busy-polls before sleeping in the kernel; -1 chooses (1000, or 10000 yielding the core on each idle turn when a host has more ranks than cores), 0 never busy-polls."},
+    {"HVD_SHM", HVD_PARAM_BOOL, "1", 0, 0, W, OFF(shm), "hvd: ranks of one host exchange data through shared memory (memfd rings handed over an authenticated unix socket); 0 sends it over loopback TCP, as to other hosts."},
     {"HVD_TCP_CONGESTION", HVD_PARAM_STR, "reno", 0, 0, W, OFF(tcp_congestion), "hvd: TCP congestion control of data connections; 'default' keeps the system's. reno because BBR's pacing halved large-message bandwidth on loopback."},
     {"HOROVOD_CONTROLLER", HVD_PARAM_STR, "gloo", 0, 0, W, OFF(controller), "Controller: gloo (built in) or mpi."},
     {"HOROVOD_CPU_OPERATIONS", HVD_PARAM_STR, "gloo", 0, 0, W, OFF(cpu_operations), "CPU collective implementation: gloo (built in) or mpi."},

@@ -34,6 +34,7 @@ typedef struct hvd_params {
     int gloo_timeout_seconds;
     int busy_poll_us; /* -1: automatic */
     char *tcp_congestion;
+    int shm; /* same-host peers through shared memory */
     char *controller;
     char *cpu_operations;
     int elastic;

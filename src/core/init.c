@@ -397,28 +397,42 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         st = hvd__socket_listen(addr, 128, &lfd, &port);
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d could not open its data-plane listener", p->rank);
+    /* Same-host peers reach this rank through a unix socket named after its TCP listener,
+     * open before anyone learns that address at check-in. Without it (HVD_SHM=0, or the
+     * name taken) they use TCP. */
+    int ulfd = -1;
+    if (p->shm) {
+        char uname[HVD_TCP_UNIX_NAME_MAX];
+        size_t ulen = hvd__tcp_unix_name(addr, port, uname);
+        if (hvd__socket_unix_listen(uname, ulen, 128, &ulfd) != HVD_OK) {
+            HVD_LOG_D("rank %d: no same-host listener (%s); same-host peers use TCP", p->rank,
+                      hvd_last_error());
+            hvd__error_clear();
+            ulfd = -1;
+        }
+    }
+    unsigned char *local = NULL;
     rank_info_t *infos = calloc((size_t)p->size, sizeof *infos);
     hvd_tcp_peer_addr_t *addrs = calloc((size_t)p->size, sizeof *addrs);
     int *all = calloc((size_t)p->size, sizeof *all);
-    if (!infos || !addrs || !all) {
+    local = calloc((size_t)p->size, 1);
+    if (!infos || !addrs || !all || !local) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-        close(lfd);
-        goto out;
+        goto err_close;
     }
     st = check_in(c, addr, port, infos);
     if (st == HVD_OK && mpi_launcher)
         st = cross_from_check_in(c, infos);
-    if (st != HVD_OK) {
-        close(lfd);
-        goto out;
-    }
+    if (st != HVD_OK)
+        goto err_close;
     for (int r = 0; r < p->size; r++) {
         addrs[r] = infos[r].addr;
         all[r] = r;
+        /* the host identity the local communicator uses */
+        local[r] = strcmp(infos[r].addr.host, infos[p->rank].addr.host) == 0;
         if (!(c->hosts[r] = strdup(infos[r].addr.host))) {
             st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-            close(lfd);
-            goto out;
+            goto err_close;
         }
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
@@ -443,7 +457,10 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         .busy_poll_us = busy > 0 ? busy : 0,
         .yield_when_idle = oversubscribed,
         .congestion = p->tcp_congestion,
+        .local = p->shm ? local : NULL,
+        .unix_listen_fd = ulfd,
     };
+    ulfd = -1; /* the transport's now, even when its creation fails */
     st = hvd__tcp_create(&tc, &c->tp);
     if (st != HVD_OK)
         goto out;
@@ -454,7 +471,13 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         c->tp->ops->destroy(c->tp);
         c->tp = NULL;
     }
+    goto out;
+err_close:
+    close(lfd);
+    if (ulfd >= 0)
+        close(ulfd);
 out:
+    free(local);
     free(infos);
     free(addrs);
     free(all);

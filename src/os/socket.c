@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* hvd__socket_set_cancel_fd: per thread, so that only the thread that asked is stopped. */
@@ -260,4 +261,97 @@ int hvd__socket_set_congestion(int fd, const char *name) {
     if (!name || !*name || strcmp(name, "default") == 0)
         return 0;
     return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name));
+}
+
+static hvd_status_t unix_addr(const char *name, size_t len, struct sockaddr_un *sa,
+                              socklen_t *salen) {
+    memset(sa, 0, sizeof *sa);
+    if (len == 0 || len + 1 > sizeof sa->sun_path)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "abstract socket name of %zu bytes", len);
+    sa->sun_family = AF_UNIX;
+    memcpy(sa->sun_path + 1, name, len); /* sun_path[0] = 0: the abstract namespace */
+    *salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, int *fd_p) {
+    struct sockaddr_un sa;
+    socklen_t salen;
+    hvd_status_t st = unix_addr(name, len, &sa, &salen);
+    if (st != HVD_OK)
+        return st;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket(AF_UNIX): %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&sa, salen) != 0 || listen(fd, backlog) != 0) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(HVD_ERR_IO, "cannot listen on a unix socket: %s", strerror(e));
+    }
+    *fd_p = fd;
+    return HVD_OK;
+}
+
+hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p) {
+    struct sockaddr_un sa;
+    socklen_t salen;
+    hvd_status_t st = unix_addr(name, len, &sa, &salen);
+    if (st != HVD_OK)
+        return st;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket(AF_UNIX): %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, salen) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return hvd__error_set(e == ECONNREFUSED || e == ENOENT || e == EAGAIN ? HVD_ERR_PEER_LOST
+                                                                              : HVD_ERR_IO,
+                              "cannot connect to a unix socket: %s", strerror(e));
+    }
+    *fd_p = fd;
+    return HVD_OK;
+}
+
+ssize_t hvd__socket_send_with_fd(int fd, const void *buf, size_t len, int pass_fd) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+ssize_t hvd__socket_recv_with_fd(int fd, void *buf, size_t len, int *got_fd_p) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfds; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            if (*got_fd_p < 0)
+                *got_fd_p = got;
+            else
+                close(got);
+        }
+    }
+    return n;
 }

@@ -6,6 +6,7 @@
 #include <hvd/types.h>
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 /* Connect to host:port (a numeric address or a name) before deadline_ms. The socket is
@@ -55,4 +56,20 @@ hvd_status_t hvd__socket_route_addr(const char *host, int port, char *out);
 
 /* The local address of a connected socket, dotted IPv4, into out[16]. -1 on failure. */
 int hvd__socket_local_addr(int fd, char *out);
+/* Unix-domain stream sockets in the abstract namespace (Linux): the name is bytes, not a
+ * path, so nothing is left on disk after a crash, and it is visible only inside this
+ * network namespace (one host of hvd's). name: at most 100 bytes, no terminator needed.
+ * Non-blocking, close-on-exec. HVD_ERR_IO when the name is taken. */
+hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, int *fd_p);
+/* Start a non-blocking connect to an abstract name. HVD_ERR_PEER_LOST when nobody listens
+ * there (yet): the caller retries until its deadline. */
+hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p);
+/* sendmsg of len bytes carrying descriptor pass_fd (SCM_RIGHTS), non-blocking. Returns the
+ * bytes sent (the descriptor travels with the first), or -1 with errno. */
+ssize_t hvd__socket_send_with_fd(int fd, const void *buf, size_t len, int pass_fd);
+/* recv of up to len bytes, non-blocking; a descriptor that came with them is stored in
+ * *got_fd_p (close-on-exec) unless one is there already (then it is closed: one is
+ * expected). Returns the bytes received, 0 at end of stream, or -1 with errno. */
+ssize_t hvd__socket_recv_with_fd(int fd, void *buf, size_t len, int *got_fd_p);
+
 #endif

@@ -1,6 +1,7 @@
 /* The TCP transport: one connection per pair of ranks that talk, made on first use (the
  * lower rank connects, the higher accepts; both authenticate with the job secret, see
- * wire/frame.h), non-blocking sockets progressed by the calling thread, which busy-polls
+ * wire/frame.h; a peer on the same host over a unix socket, with the frames in shared
+ * memory, see shm_ring.h), non-blocking sockets progressed by the calling thread, which busy-polls
  * for busy_poll_us before it sleeps in epoll_wait, and an idle deadline on every wait. */
 #ifndef HVD_TRANSPORT_TCP_H
 #define HVD_TRANSPORT_TCP_H
@@ -24,9 +25,21 @@ typedef struct {
     int busy_poll_us;                 /* 0: never busy-poll */
     int yield_when_idle;              /* sched_yield while busy-polling (more ranks than cores) */
     const char *congestion;           /* TCP congestion control, or NULL/"default"; copied */
+    /* Same-host peers: local[r] marks the ranks of this host, reached through shared-memory
+     * rings over a unix socket: unix_listen_fd is this rank's listener there (named by
+     * hvd__tcp_unix_name of its TCP address and port; -1: none; the transport owns it). A
+     * peer that cannot be reached so is reached over TCP. local NULL: no same-host path at
+     * all, and unix_listen_fd is ignored. */
+    const unsigned char *local;
+    int unix_listen_fd;
 } hvd_tcp_config_t;
 
-/* Create the transport. On failure listen_fd is closed. */
+/* The abstract unix socket name of the rank whose TCP listener is addr:port: unique on its
+ * host for as long as that listener lives. Returns its length (no terminator needed). */
+#define HVD_TCP_UNIX_NAME_MAX 48
+size_t hvd__tcp_unix_name(const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]);
+
+/* Create the transport. On failure listen_fd and unix_listen_fd are closed. */
 hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p);
 
 #endif

@@ -22,6 +22,10 @@ hvd_mrank_test(collectives_np3 3 --max-count 65537)
 hvd_mrank_test(collectives_np4 4 --quick)
 hvd_mrank_test(collectives_np7 7 --quick)
 hvd_mrank_test(collectives_np8 8 --quick)
+# Same-host ranks exchange through shared memory by default; forced TCP (HVD_SHM=0) must
+# still pass everything.
+hvd_mrank_test(collectives_tcp_np3 3 --max-count 65537)
+set_tests_properties(mrank.collectives_tcp_np3 PROPERTIES ENVIRONMENT HVD_SHM=0)
 hvd_mrank_test(reinit_np2 2 --mode reinit --iters 100)
 hvd_mrank_test(reinit_np4 4 --mode reinit --iters 30)
 

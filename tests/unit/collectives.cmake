@@ -12,3 +12,5 @@ hvd_unit_test(frame tests/unit/test_frame.c)
 hvd_unit_test(negotiate tests/unit/test_negotiate.c)
 # Ranks as threads over loopback TCP: control-plane gather/broadcast and an allreduce.
 hvd_unit_test(control tests/unit/test_control.c)
+# The shared-memory ring of same-host peers and its memfd.
+hvd_unit_test(shm_ring tests/unit/test_shm_ring.c)
