@@ -1,6 +1,9 @@
 # Shared helpers for the end-to-end tests: each test script sources this, runs the real
 # horovodrun from the build tree on loopback, and fails with a message naming what differed.
 set -euo pipefail
+# set -e alone exits without a word: name the command and line that stopped the test (not
+# inherited by functions and command substitutions, whose expected failures would be noise)
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 : "${HVD_BUILD_DIR:?set by ctest}"
 : "${HVD_SOURCE_DIR:?set by ctest}"
