@@ -309,8 +309,8 @@ static hvd_status_t arena_sigs(hvd_group_t *g, hvd_arena_t *a, const int *idx, h
     return st;
 }
 
-hvd_status_t hvd__group_arena_agree(hvd_group_t *g, hvd_arena_t *a, const int *idx,
-                                    hvd_sig_t *mine, const char *what) {
+hvd_status_t hvd__group_arena_agree(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *mine,
+                                    const char *what) {
     mine->seq = g->seq++;
     g->agreed = 0;
     return arena_sigs(g, a, idx, mine, what);

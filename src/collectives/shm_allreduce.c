@@ -92,9 +92,10 @@ hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
     const uint8_t *blocks[HVD_ARENA_MAX_RANKS];
     for (int r = 0; r < p; r++)
         blocks[r] = hvd__arena_data(a, idx[r]);
-    void *acc = w != dtype ? hvd__group_scratch(g, 0, wbytes) : recv;
+    /* the half types accumulate in float32 scratch, the others in recv */
+    void *acc = count == 0 ? NULL : w != dtype ? hvd__group_scratch(g, 0, wbytes) : recv;
     if (acc)
         hvd__allreduce_combine(blocks, p, acc, recv, count, dtype, op, postscale);
     hvd__arena_flip(a);
-    return acc ? HVD_OK : HVD_ERR_NO_MEMORY;
+    return acc || count == 0 ? HVD_OK : HVD_ERR_NO_MEMORY; /* the scratch's error is set */
 }

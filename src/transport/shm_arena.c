@@ -101,7 +101,8 @@ static uint64_t *progress(const hvd_arena_t *a, int idx) {
 }
 
 uint8_t *hvd__arena_head(const hvd_arena_t *a, int idx) {
-    return a->base + off_slots(a->n) + ((size_t)idx * 2 + (size_t)a->parity) * slot_bytes(a->data_bytes);
+    return a->base + off_slots(a->n) +
+           ((size_t)idx * 2 + (size_t)a->parity) * slot_bytes(a->data_bytes);
 }
 
 uint8_t *hvd__arena_data(const hvd_arena_t *a, int idx) {

@@ -41,15 +41,15 @@ typedef hvd_status_t (*hvd_arena_check_fn)(void *ctx);
 struct hvd_arena {
     uint8_t *base; /* the mapping */
     size_t bytes;
-    int n;            /* member ranks */
-    int self;         /* this rank's index among them */
-    const int *ranks; /* index -> global rank (n entries, the owner's), for messages */
+    int n;             /* member ranks */
+    int self;          /* this rank's index among them */
+    const int *ranks;  /* index -> global rank (n entries, the owner's), for messages */
     size_t data_bytes; /* data bytes of each slot */
     uint64_t seq;      /* what this rank published last */
     int parity;        /* slot of the current step */
     /* waiting */
-    int spin_us;     /* spin this long before sleeping (0: sleep at once) */
-    int yield;       /* sched_yield on every spin turn (more ranks than cores) */
+    int spin_us;      /* spin this long before sleeping (0: sleep at once) */
+    int yield;        /* sched_yield on every spin turn (more ranks than cores) */
     const int *quiet; /* when set (atomically read), sleep at once */
     int timeout_ms;   /* without progress */
     hvd_arena_check_fn check;

@@ -1165,9 +1165,8 @@ static void arena_map(tcp_t *t, int from) {
     int fd = from < 0 ? t->arena_fd : t->arena_in_fd;
     void *mem = NULL;
     hvd_status_t st = hvd__shm_map(fd, bytes, &mem);
-    if (st == HVD_OK &&
-        (st = hvd__arena_attach(&t->arena, mem, bytes, t->arena_n, t->arena_self, ARENA_DATA)) !=
-            HVD_OK)
+    if (st == HVD_OK && (st = hvd__arena_attach(&t->arena, mem, bytes, t->arena_n, t->arena_self,
+                                                ARENA_DATA)) != HVD_OK)
         hvd__shm_unmap(mem, bytes);
     if (from >= 0) {
         close(t->arena_in_fd);
