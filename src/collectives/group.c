@@ -421,6 +421,37 @@ bad:
                           what, len, from, cnt, max);
 }
 
+/* hvd__group_allgather_var in the arena: one step, each rank's length in its slot's head;
+ * the blocks are copied out into the group's buffer (the slots are rewritten two steps on,
+ * and the caller keeps the blocks until the group's next call). */
+static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const int *idx,
+                                        const void *mine, size_t len, size_t max,
+                                        const uint8_t **blocks, size_t *lens, const char *what) {
+    hvd__le32_put(hvd__arena_head(a, a->self), (uint32_t)len);
+    if (len)
+        memcpy(hvd__arena_data(a, a->self), mine, len);
+    hvd_status_t st = hvd__arena_step(a);
+    if (st != HVD_OK)
+        return hvd__group_arena_failed(g, st, what);
+    size_t used = 0;
+    for (int r = 0; r < g->size && st == HVD_OK; r++) {
+        uint32_t n = hvd__le32_get(hvd__arena_head(a, idx[r]));
+        if (n > max)
+            st = hvd__error_set(HVD_ERR_PROTOCOL, "%s: rank %d sent %u bytes (at most %zu)", what,
+                                g->members[r], n, max);
+        g->vpos[r] = used;
+        lens[r] = n;
+        if (st == HVD_OK)
+            st = vbuf_append(g, &used, hvd__arena_data(a, idx[r]), n);
+    }
+    hvd__arena_flip(a);
+    if (st != HVD_OK)
+        return st;
+    for (int r = 0; r < g->size; r++)
+        blocks[r] = g->vbuf + g->vpos[r];
+    return HVD_OK;
+}
+
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what) {
     int p = g->size, me = g->rank;
@@ -429,6 +460,10 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
                               what, len, max);
     if (!g->vpos && !(g->vpos = malloc(((size_t)p + 1) * sizeof *g->vpos)))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(g, &idx);
+    if (a && max <= a->data_bytes)
+        return arena_allgather_var(g, a, idx, mine, len, max, blocks, lens, what);
     size_t used = 0;
     uint8_t pre[4];
     hvd__le32_put(pre, (uint32_t)len);
