@@ -193,6 +193,23 @@ static hvd_status_t timeout_error(hvd_arena_t *a, uint64_t want) {
                           a->timeout_ms / 1000, who);
 }
 
+/* A wait that saw a failure (st) ends with it only if the step is still incomplete: a member
+ * that published and then exited or aborted (hvd_shutdown after its last step) completed
+ * this step, and the failure belongs to the next. */
+static hvd_status_t unless_done(const hvd_arena_t *a, uint64_t want, hvd_status_t st) {
+    int first;
+    return missing(a, want, &first) ? st : HVD_OK;
+}
+
+static hvd_status_t aborted(const hvd_arena_t *a);
+
+/* check() failed with st: a member that failed first records its cause before its sockets
+ * close, so a hang-up seen now may be that member's abort, whose cause wins. */
+static hvd_status_t check_failed(const hvd_arena_t *a, uint64_t want, hvd_status_t st) {
+    hvd_status_t first = aborted(a);
+    return unless_done(a, want, first != HVD_OK ? first : st);
+}
+
 hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
     uint64_t want = a->seq;
     int first = 0, left = missing(a, want, &first);
@@ -205,7 +222,7 @@ hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
     for (;;) {
         hvd_status_t st = aborted(a);
         if (st != HVD_OK)
-            return st;
+            return unless_done(a, want, st);
         /* the clock every 32 turns: reading it on every turn took a sixth of an 8-byte
          * allreduce's time (perf, np 2) */
         if (turn % 32 == 0)
@@ -217,7 +234,7 @@ hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
             else
                 cpu_relax();
             if (++turn % CHECK_EVERY == 0 && a->check && (st = a->check(a->check_ctx)) != HVD_OK)
-                return st;
+                return check_failed(a, want, st);
         } else {
             /* Ask to be woken, then look again before sleeping (publish: store, then load the
              * sleepers; here: add, then load the progress). */
@@ -230,7 +247,7 @@ hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
             }
             __atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
             if (a->check && (st = a->check(a->check_ctx)) != HVD_OK)
-                return st;
+                return check_failed(a, want, st);
             now = hvd__clock_now_us();
             if (still && now - last_progress >= (int64_t)a->timeout_ms * 1000) {
                 int now_left = missing(a, want, &first);
