@@ -4,8 +4,8 @@
 #
 #   scripts/install-deps.sh           what the build and the test suite need (CI runs this)
 #   scripts/install-deps.sh --bench   also the peers tools/compare_allreduce.sh measures
-#                                     against: Open MPI's library (PyTorch's gloo comes
-#                                     with python3-torch, which the tests need anyway)
+#                                     against: Open MPI's library and MPICH (PyTorch's gloo
+#                                     comes with python3-torch, which the tests need anyway)
 set -euo pipefail
 
 packages=(
@@ -31,7 +31,10 @@ packages=(
   python3-torchvision python3-filelock # scripts written like Horovod's examples (datasets, FileLock)
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libopenmpi-dev)
+  packages+=(
+    libopenmpi-dev                   # mpi.h for mpicc: the Open MPI peers (mpi, mpishm)
+    mpich libmpich-dev               # the MPICH peer, through mpicc.mpich / mpirun.mpich only
+  )
 elif [[ $# -gt 0 ]]; then
   echo "usage: $0 [--bench]" >&2
   exit 2
@@ -43,14 +46,29 @@ for p in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# horovodrun --mpi and its tests run plain `mpirun`, which must be Open MPI's. MPICH registers
+# the same alternatives (mpirun, mpi for mpicc, mpi-<triplet> for mpi.h/libmpi.so) at priority
+# 40 against Open MPI's 50, so in auto mode installing it changes nothing; but an alternative
+# left in manual mode on MPICH would, so point any that moved back at Open MPI.
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null || true)
+for alt in "mpirun /usr/bin/mpirun.openmpi" "mpi /usr/bin/mpicc.openmpi" \
+  "mpi-$triplet /usr/lib/$triplet/openmpi/include"; do
+  read -r name path <<<"$alt"
+  [[ -e $path ]] || continue # that part of Open MPI is not installed (no --bench)
+  current=$(update-alternatives --query "$name" 2>/dev/null | sed -n "s/^Value: //p" || true)
+  if [[ $current != "$path" ]]; then
+    echo "install-deps: $name pointed to ${current:-nothing}, setting it back to Open MPI"
+    $sudo update-alternatives --set "$name" "$path"
+  fi
+done

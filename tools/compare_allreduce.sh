@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Allreduce latency of hvd, Open MPI over TCP and PyTorch gloo, side by side, on this host.
-# Each peer sums float32 buffers of the same sizes and reports, per size, the median
-# per-iteration time (the largest of the ranks' medians) and how many result elements were
-# wrong. A benchmark, not a test: a missing peer is reported and skipped, not an error.
+# Allreduce latency of hvd, Open MPI over TCP (mpi) and with its defaults (mpishm), MPICH
+# (mpich) and PyTorch gloo, side by side on this host. Each peer sums float32 buffers of the same
+# sizes and reports, per size, the median per-iteration time (the largest of the ranks' medians)
+# and how many result elements were wrong. A benchmark, not a test: a missing peer is skipped.
 #
-# Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4"] [--only hvd,mpi,gloo]
+# Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4"] [--only hvd,mpi,mpishm,mpich,gloo]
 #          [-b MIN -e MAX -f FACTOR | --sizes "8 1M 64M"] [-n ITERS] [-w WARMUP]
 #          [--out DIR] [--timeout SECS]
-# Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); mpirun and mpicc
-# (apt-get install openmpi-bin libopenmpi-dev); torch for /usr/bin/python3 (python3-torch).
+# Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); Open MPI (openmpi-bin
+# libopenmpi-dev), MPICH (mpich libmpich-dev), torch for /usr/bin/python3 (python3-torch).
 # Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${here%/tools}/build nps="2 4" only=hvd,mpi,gloo out="" timeout_s=600
+peers=(hvd mpi mpishm mpich gloo) # also the order they run in and their columns
+build=${here%/tools}/build nps="2 4" only=$(IFS=,; echo "${peers[*]}") out="" timeout_s=600
 iters=200 warmup=10
 # The anchors people quote (8 B latency, 1 MiB, 64 MiB bandwidth) must be in the default list,
 # and no single factor from 8 B reaches both 1 MiB and 64 MiB, so the default is a list.
@@ -63,6 +64,8 @@ human() { # 4096 -> 4K, for the table
 [[ $iters =~ ^[1-9][0-9]*$ && $warmup =~ ^[0-9]+$ ]] || die "-n must be >= 1 and -w >= 0"
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "bad --timeout: $timeout_s"
 for n in $nps; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "bad --np entry: $n"; done
+IFS=, read -ra picked <<<"$only"
+for p in "${picked[@]}"; do [[ " ${peers[*]} " == *" $p "* ]] || die "unknown peer in --only: $p (peers: ${peers[*]})"; done
 sizes=()
 if [[ -n $gb$ge$gf ]]; then # a geometric series, as the nccl-tests style tools take it
   b=$(bytes "${gb:-8}") e=$(bytes "${ge:-64M}") f=${gf:-8}
@@ -108,17 +111,35 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- which peers can run, and why not ----
 declare -A why=() # peer -> reason it is skipped
-for p in hvd mpi gloo; do [[ ,$only, == *,$p,* ]] || why[$p]="not selected (--only $only)"; done
+for p in "${peers[@]}"; do [[ ,$only, == *,$p,* ]] || why[$p]="not selected (--only $only)"; done
 if [[ -z ${why[hvd]:-} ]]; then
   if [[ ! -x $build/horovodrun ]]; then why[hvd]="skipped: $build/horovodrun not found (cmake -S . -B $build && cmake --build $build, or --build DIR)"
   elif [[ ! -x $build/tools/hvd_allreduce_perf ]]; then why[hvd]="skipped: $build/tools/hvd_allreduce_perf not built yet"
   fi
 fi
-if [[ -z ${why[mpi]:-} ]]; then
-  if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-    why[mpi]="n/a (mpirun or mpicc not found; install openmpi-bin libopenmpi-dev)"
-  elif ! mpicc -O2 -o "$tmp/mpi_allreduce_bench" "$here/bench/mpi_allreduce_bench.c" 2>"$out/mpicc.err"; then
-    why[mpi]="n/a (mpicc failed, see $out/mpicc.err)"
+# Open MPI by its Debian names where they exist, so that plain mpirun/mpicc pointed at MPICH
+# by update-alternatives cannot stand in for it; mpi and mpishm share one binary.
+ompi_run=mpirun ompi_cc=mpicc
+if command -v mpirun.openmpi >/dev/null; then ompi_run=mpirun.openmpi; fi
+if command -v mpicc.openmpi >/dev/null; then ompi_cc=mpicc.openmpi; fi
+if [[ -z ${why[mpi]:-} || -z ${why[mpishm]:-} ]]; then
+  ompi_why=""
+  if ! command -v "$ompi_run" >/dev/null || ! command -v "$ompi_cc" >/dev/null; then
+    ompi_why="n/a (mpirun or mpicc not found; install openmpi-bin libopenmpi-dev)"
+  elif [[ ! $("$ompi_run" --version 2>&1) =~ Open\ MPI|OpenRTE ]]; then # (grep -q can fail the pipe)
+    ompi_why="n/a ($ompi_run is not Open MPI; see update-alternatives --display mpirun)"
+  elif ! "$ompi_cc" -O2 -o "$tmp/mpi_allreduce_bench" "$here/bench/mpi_allreduce_bench.c" 2>"$out/mpicc.err"; then
+    ompi_why="n/a ($ompi_cc failed, see $out/mpicc.err; install libopenmpi-dev)"
+  fi
+  if [[ -n $ompi_why ]]; then
+    for p in mpi mpishm; do [[ -n ${why[$p]:-} ]] || why[$p]=$ompi_why; done
+  fi
+fi
+if [[ -z ${why[mpich]:-} ]]; then
+  if ! command -v mpirun.mpich >/dev/null || ! command -v mpicc.mpich >/dev/null; then
+    why[mpich]="n/a (mpirun.mpich or mpicc.mpich not found; install mpich libmpich-dev)"
+  elif ! mpicc.mpich -O2 -o "$tmp/mpich_allreduce_bench" "$here/bench/mpi_allreduce_bench.c" 2>"$out/mpicc.mpich.err"; then
+    why[mpich]="n/a (mpicc.mpich failed, see $out/mpicc.mpich.err; install libmpich-dev)"
   fi
 fi
 if [[ -z ${why[gloo]:-} ]]; then
@@ -137,9 +158,23 @@ peer_cmd() { # peer np b e f n w -> the command line, one word per line
     # pml ob1 + btl tcp,self: Open MPI's shared-memory path (vader) is off, so this is MPI
     # over loopback TCP, the same wire hvd's tcp transport uses; without --mca pml ob1 a
     # build with UCX would pick UCX and skip the BTLs altogether.
-    mpi) printf '%s\n' mpirun --allow-run-as-root --oversubscribe --mca pml ob1 \
+    mpi) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe --mca pml ob1 \
       --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np "$np" \
       "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+    # Open MPI as it comes. Checked with --mca pml_base_verbose 10 --mca btl_base_verbose 100
+    # (Debian 12, Open MPI 4.1.4): pml ob1, and "Using vader btl" between ranks, i.e. shared
+    # memory (tcp opens too but carries nothing on one host). UCX is installed, but Debian's
+    # /etc/openmpi/openmpi-mca-params.conf has pml = ^ucx, so its pml is never tried; where a
+    # build does pick UCX, that is its default too (UCX then uses shared memory on one host).
+    mpishm) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe -np "$np" \
+      "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+    # MPICH as it comes, by its own names (never through the mpirun alternative). Debian 12's
+    # MPICH 4.0.2 is ch4:ucx (mpichversion); on one host strace and UCX_LOG_LEVEL=info show
+    # the ranks' data going through shared memory (a /dev/shm region of MPICH's own, UCX's
+    # sysv/cma transports, process_vm_readv for large buffers). Hydra needs no root flag and
+    # oversubscribes without asking.
+    mpich) printf '%s\n' mpirun.mpich -np "$np" \
+      "$tmp/mpich_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
     gloo) printf '%s\n' "$python" "$here/bench/gloo_allreduce_bench.py" -np "$np" \
       -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
   esac
@@ -166,13 +201,16 @@ status=0
 {
   echo "date: $(date -u +%FT%TZ)  host: $(uname -n) $(uname -r)  cores: $(nproc)"
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  if [[ -z ${why[mpi]:-} ]]; then mpirun --version 2>&1 | head -1; fi
+  if [[ -z ${why[mpi]:-} || -z ${why[mpishm]:-} ]]; then echo "Open MPI: $("$ompi_run" --version 2>&1 | head -1)"; fi
+  if [[ -z ${why[mpich]:-} ]]; then
+    { mpichversion 2>/dev/null || mpirun.mpich --version 2>&1; } | grep -E 'MPICH (Version|Device)|^ *Version:' | tr -s ' \t' ' ' || true
+  fi
   if [[ -z ${why[gloo]:-} ]]; then "$python" -c 'import torch; print("torch", torch.__version__)' 2>&1; fi
 } >"$out/info.txt"
 echo "raw outputs: $out"
 echo "cores: $(nproc), load average: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes)"
 for np in $nps; do
-  for p in hvd mpi gloo; do
+  for p in "${peers[@]}"; do
     [[ -z ${why[$p]:-} ]] || continue
     raw=$out/${p}_np$np.txt
     : >"$raw"
@@ -180,7 +218,7 @@ for np in $nps; do
       read -r b e f n w <<<"$step"
       mapfile -t cmd < <(peer_cmd "$p" "$np" "$b" "$e" "$f" "$n" "$w")
       echo "# ${cmd[*]}" >>"$raw"
-      printf '  %-4s np=%-2s %6s..%-6s n=%-4s ' "$p" "$np" "$(human "$b")" "$(human "$e")" "$n" >&2
+      printf '  %-6s np=%-2s %6s..%-6s n=%-4s ' "$p" "$np" "$(human "$b")" "$(human "$e")" "$n" >&2
       start=$SECONDS
       # timeout signals the whole process group, so ranks a launcher leaves behind go too.
       if timeout -k 10 "$timeout_s" "${cmd[@]}" >>"$raw" 2>>"$out/${p}_np$np.err"; then
@@ -212,22 +250,25 @@ ratio() { # a b -> a/b when both are plain numbers
   if [[ $1 =~ ^[0-9.]+$ && $2 =~ ^[0-9.]+$ ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
   else echo "-"; fi
 }
+others=("${peers[@]:1}") # hvd's ratio to each
+row() { printf '%-3s %6s' "$1" "$2"; shift 2; printf ' %12s' "${@:1:${#peers[@]}}"; shift "${#peers[@]}"; printf ' %10s' "$@"; echo; }
 echo
-printf '%-3s %6s %13s %13s %13s %8s %8s\n' np size hvd_us mpi_us gloo_us hvd/mpi hvd/gloo
+row np size "${peers[@]/%/_us}" "${others[@]/#/hvd/}"
 wrong_list=()
 for np in $nps; do
   for s in "${sizes[@]}"; do
-    h=$(cell hvd "$np" "$s") m=$(cell mpi "$np" "$s") g=$(cell gloo "$np" "$s")
-    printf '%-3s %6s %13s %13s %13s %8s %8s\n' "$np" "$(human "$s")" "$h" "$m" "$g" \
-      "$(ratio "$h" "$m")" "$(ratio "$h" "$g")"
-    for p in hvd mpi gloo; do
+    cells=() ratios=()
+    for p in "${peers[@]}"; do cells+=("$(cell "$p" "$np" "$s")"); done
+    for ((i = 1; i < ${#peers[@]}; i++)); do ratios+=("$(ratio "${cells[0]}" "${cells[i]}")"); done
+    row "$np" "$(human "$s")" "${cells[@]}" "${ratios[@]}"
+    for p in "${peers[@]}"; do
       r=${res["$p $np $s"]:-}
       if [[ -n $r && ${r#* } != 0 ]]; then wrong_list+=("$p np=$np size=$s: ${r#* } wrong elements"); fi
     done
   done
 done
 echo "(median us per call, slowest rank; ratios > 1: hvd slower)"
-for p in hvd mpi gloo; do [[ -z ${why[$p]:-} ]] || echo "$p: ${why[$p]}"; done
+for p in "${peers[@]}"; do [[ -z ${why[$p]:-} ]] || echo "$p: ${why[$p]}"; done
 for k in "${!bad[@]}"; do echo "${k% *} np=${k#* }: FAILED, ${bad[$k]}see $out/${k% *}_np${k#* }.{txt,err}"; done
 if ((${#wrong_list[@]})); then
   status=1

@@ -7,7 +7,9 @@
 #include "collectives/halving.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
+#include "collectives/shm_coll.h"
 #include "common/error.h"
+#include "transport/shm_arena.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -31,9 +33,9 @@ static void to_work(void *work, const void *src, size_t n, hvd_dtype_t dtype, do
     hvd__reduce_scale(work, n, work_dtype(dtype), prescale);
 }
 
-/* out[0..n) = postscale * (work / p for AVERAGE), rounded once into dtype. */
-static void from_work(void *out, void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
-                      double postscale) {
+/* work[0..n) = postscale * (work / p for AVERAGE), in the working dtype. */
+static void finish(void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
+                   double postscale) {
     hvd_dtype_t w = work_dtype(dtype);
     if (op == HVD_AVERAGE && (w == HVD_FLOAT32 || w == HVD_FLOAT64)) {
         /* One multiplying pass, as Horovod makes an average a sum postscaled by 1/p: a
@@ -44,10 +46,21 @@ static void from_work(void *out, void *work, size_t n, hvd_dtype_t dtype, hvd_re
             hvd__reduce_average(work, n, w, p);
         hvd__reduce_scale(work, n, w, postscale);
     }
+}
+
+/* out[0..n) = work rounded into dtype (a copy for the others; none when out is work). */
+static void to_out(void *out, const void *work, size_t n, hvd_dtype_t dtype) {
     if (is_half(dtype))
         hvd__f32_to_half(out, work, n, dtype);
     else if (out != work && n)
         memcpy(out, work, n * hvd__dtype_size(dtype));
+}
+
+/* out[0..n) = postscale * (work / p for AVERAGE), rounded once into dtype. */
+static void from_work(void *out, void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
+                      double postscale) {
+    finish(work, n, dtype, op, p, postscale);
+    to_out(out, work, n, dtype);
 }
 
 typedef struct {
@@ -117,6 +130,19 @@ void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtyp
     to_work(work, send, count, dtype, prescale);
 }
 
+hvd_dtype_t hvd__allreduce_work_dtype(hvd_dtype_t dtype) {
+    return work_dtype(dtype);
+}
+
+void hvd__allreduce_finish(void *work, size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
+                           double postscale) {
+    finish(work, count, dtype, op, p, postscale);
+}
+
+void hvd__allreduce_to_out(void *out, const void *work, size_t count, hvd_dtype_t dtype) {
+    to_out(out, work, count, dtype);
+}
+
 void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
                             size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale) {
     hvd_dtype_t w = work_dtype(dtype);
@@ -139,9 +165,19 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         hvd__allreduce_check(send, recv, count, dtype, op, prescale, postscale, what, &bytes);
     if (st != HVD_OK) {
         sig.flags |= HVD_SIG_INVALID;
+        const int *idx;
+        hvd_arena_t *a = g->size > 1 ? hvd__group_arena(g, &idx) : NULL;
+        if (a)
+            return hvd__shm_allreduce(g, a, idx, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0,
+                                      what);
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
+    const int *idx;
+    hvd_arena_t *a = p > 1 ? hvd__group_arena(g, &idx) : NULL;
+    if (a)
+        return hvd__shm_allreduce(g, a, idx, &sig, send, recv, count, dtype, op, prescale,
+                                  postscale, what);
     if (p == 1 || bytes <= hvd__allreduce_small_limit(p))
         return small(g, &sig, send, recv, count, dtype, op, prescale, postscale, what);
 

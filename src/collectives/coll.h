@@ -48,6 +48,12 @@ hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t cou
 size_t hvd__allreduce_small_limit(int p);
 void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
                             double prescale);
+/* The dtype an allreduce of dtype works in (float32 for the half types); the last steps of
+ * from_work apart: finish scales (and averages) work in place, to_out rounds it into out. */
+hvd_dtype_t hvd__allreduce_work_dtype(hvd_dtype_t dtype);
+void hvd__allreduce_finish(void *work, size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
+                           double postscale);
+void hvd__allreduce_to_out(void *out, const void *work, size_t count, hvd_dtype_t dtype);
 void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
                             size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale);
 

@@ -5,6 +5,7 @@
 
 #include "collectives/dtype.h"
 #include "common/error.h"
+#include "transport/shm_arena.h"
 #include "wire/le.h"
 
 #include <stdio.h>
@@ -42,7 +43,34 @@ void hvd__group_fini(hvd_group_t *g) {
     free(g->offs);
     free(g->vbuf);
     free(g->vpos);
+    free(g->arena_idx);
     memset(g, 0, sizeof *g);
+}
+
+struct hvd_arena *hvd__group_arena(hvd_group_t *g, const int **idx_p) {
+    hvd_arena_t *a = g->tp && g->tp->ops->arena ? g->tp->ops->arena(g->tp) : NULL;
+    if (!a || a->n != g->size)
+        return NULL;
+    if (!g->arena_looked) {
+        g->arena_looked = 1;
+        int *idx = malloc((size_t)g->size * sizeof *idx);
+        int all = idx != NULL;
+        for (int r = 0; all && r < g->size; r++) {
+            idx[r] = -1;
+            for (int i = 0; i < a->n; i++)
+                if (a->ranks[i] == g->members[r])
+                    idx[r] = i;
+            all = idx[r] >= 0;
+        }
+        if (all)
+            g->arena_idx = idx;
+        else
+            free(idx);
+    }
+    if (!g->arena_idx)
+        return NULL;
+    *idx_p = g->arena_idx;
+    return a;
 }
 
 void *hvd__group_scratch(hvd_group_t *g, int slot, size_t bytes) {
@@ -240,6 +268,54 @@ static hvd_status_t bruck_rounds(hvd_group_t *g, uint8_t *st, const size_t *lens
     return HVD_OK;
 }
 
+hvd_status_t hvd__group_judge(hvd_group_t *g, const hvd_sig_t *mine, const char *local_error,
+                              const char *what) {
+    int disagree = 0;
+    for (int r = 0; r < g->size; r++)
+        disagree |= !hvd__sig_equal(&g->sigs[r], mine);
+    if (mine->flags & HVD_SIG_INVALID) {
+        if (!disagree)
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s", local_error);
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s (and the other ranks' calls differ)",
+                              local_error);
+    }
+    if (disagree)
+        return hvd__group_report_mismatch(g, what);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__group_arena_failed(hvd_group_t *g, hvd_status_t st, const char *what) {
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", hvd_last_error());
+    g->tp->ops->abort(g->tp, st, copy);
+    return hvd__error_wrap(st, "%s", what);
+}
+
+/* The signatures' step in the arena (seq assigned by the caller). */
+static hvd_status_t arena_sigs(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *mine,
+                               const char *what) {
+    char local_error[1024] = "";
+    if (mine->flags & HVD_SIG_INVALID)
+        snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
+    hvd__sig_encode(hvd__arena_head(a, a->self), mine);
+    hvd_status_t st = hvd__arena_step(a);
+    if (st != HVD_OK)
+        return hvd__group_arena_failed(g, st, what);
+    for (int r = 0; r < g->size; r++)
+        hvd__sig_decode(hvd__arena_head(a, idx[r]), &g->sigs[r]);
+    st = hvd__group_judge(g, mine, local_error, what);
+    if (st != HVD_OK)
+        hvd__arena_flip(a);
+    return st;
+}
+
+hvd_status_t hvd__group_arena_agree(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *mine,
+                                    const char *what) {
+    mine->seq = g->seq++;
+    g->agreed = 0;
+    return arena_sigs(g, a, idx, mine, what);
+}
+
 hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
                               const size_t *offs, void *gathered, void *stage, const char *what) {
     int p = g->size, me = g->rank;
@@ -248,6 +324,31 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
     g->agreed = 0;
     if (agreed && !lens && !(mine->flags & HVD_SIG_INVALID))
         return HVD_OK;
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(g, &idx);
+    if (a) {
+        /* Every collective of an arena group agrees there (one mechanism for all, or a
+         * rank calling another collective would wait on the other path), the data with it
+         * when every block fits a slot (it does for the small paths that pass data). */
+        if (lens && lens[me] && lens[me] <= a->data_bytes)
+            memcpy(hvd__arena_data(a, a->self), data, lens[me]);
+        hvd_status_t s = arena_sigs(g, a, idx, mine, what);
+        if (s != HVD_OK || !gathered) {
+            if (s == HVD_OK)
+                hvd__arena_flip(a);
+            return s;
+        }
+        /* Agreed: every rank's lens are alike now, and so is this choice. */
+        int fits = 1;
+        for (int r = 0; r < p; r++)
+            fits &= lens[r] <= a->data_bytes;
+        for (int r = 0; fits && r < p; r++)
+            if (lens[r])
+                memcpy((uint8_t *)gathered + offs[r], hvd__arena_data(a, idx[r]), lens[r]);
+        hvd__arena_flip(a);
+        if (fits)
+            return HVD_OK;
+    }
     char local_error[1024] = "";
     if (mine->flags & HVD_SIG_INVALID)
         snprintf(local_error, sizeof local_error, "%s", hvd_last_error());
@@ -259,20 +360,11 @@ hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data,
     hvd_status_t s = bruck_rounds(g, st, lens, what);
     if (s != HVD_OK)
         return s;
-    int disagree = 0;
-    for (int k = 0; k < p; k++) {
-        int r = (me + k) % p;
-        hvd__sig_decode(g->sigbuf + (size_t)k * HVD_SIG_LEN, &g->sigs[r]);
-        disagree |= !hvd__sig_equal(&g->sigs[r], mine);
-    }
-    if (mine->flags & HVD_SIG_INVALID) {
-        if (!disagree)
-            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s", local_error);
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s (and the other ranks' calls differ)",
-                              local_error);
-    }
-    if (disagree)
-        return hvd__group_report_mismatch(g, what);
+    for (int k = 0; k < p; k++)
+        hvd__sig_decode(g->sigbuf + (size_t)k * HVD_SIG_LEN, &g->sigs[(me + k) % p]);
+    s = hvd__group_judge(g, mine, local_error, what);
+    if (s != HVD_OK)
+        return s;
     if (gathered) {
         size_t pos = 0;
         for (int k = 0; k < p; k++) {
@@ -329,6 +421,37 @@ bad:
                           what, len, from, cnt, max);
 }
 
+/* hvd__group_allgather_var in the arena: one step, each rank's length in its slot's head;
+ * the blocks are copied out into the group's buffer (the slots are rewritten two steps on,
+ * and the caller keeps the blocks until the group's next call). */
+static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const int *idx,
+                                        const void *mine, size_t len, size_t max,
+                                        const uint8_t **blocks, size_t *lens, const char *what) {
+    hvd__le32_put(hvd__arena_head(a, a->self), (uint32_t)len);
+    if (len)
+        memcpy(hvd__arena_data(a, a->self), mine, len);
+    hvd_status_t st = hvd__arena_step(a);
+    if (st != HVD_OK)
+        return hvd__group_arena_failed(g, st, what);
+    size_t used = 0;
+    for (int r = 0; r < g->size && st == HVD_OK; r++) {
+        uint32_t n = hvd__le32_get(hvd__arena_head(a, idx[r]));
+        if (n > max)
+            st = hvd__error_set(HVD_ERR_PROTOCOL, "%s: rank %d sent %u bytes (at most %zu)", what,
+                                g->members[r], n, max);
+        g->vpos[r] = used;
+        lens[r] = n;
+        if (st == HVD_OK)
+            st = vbuf_append(g, &used, hvd__arena_data(a, idx[r]), n);
+    }
+    hvd__arena_flip(a);
+    if (st != HVD_OK)
+        return st;
+    for (int r = 0; r < g->size; r++)
+        blocks[r] = g->vbuf + g->vpos[r];
+    return HVD_OK;
+}
+
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what) {
     int p = g->size, me = g->rank;
@@ -337,6 +460,10 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
                               what, len, max);
     if (!g->vpos && !(g->vpos = malloc(((size_t)p + 1) * sizeof *g->vpos)))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(g, &idx);
+    if (a && max <= a->data_bytes)
+        return arena_allgather_var(g, a, idx, mine, len, max, blocks, lens, what);
     size_t used = 0;
     uint8_t pre[4];
     hvd__le32_put(pre, (uint32_t)len);

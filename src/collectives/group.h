@@ -61,6 +61,10 @@ typedef struct {
     size_t *lens, *offs; /* size entries each, for the algorithms' per-rank layouts */
     uint8_t *vbuf;       /* hvd__group_allgather_var's blocks */
     size_t vcap, *vpos;
+    /* When the members are exactly the ranks of this host's shared-memory arena: group rank
+     * -> arena member index (hvd__group_arena; NULL until looked up, or not such a group). */
+    int *arena_idx;
+    int arena_looked; /* 1 once looked up */
 } hvd_group_t;
 
 /* members (copied) lists the global ranks of the group in group-rank order; rank is this
@@ -88,6 +92,27 @@ static inline int hvd__group_peer(const hvd_group_t *g, int r) {
  * error. The sequence number is assigned here. */
 hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
                               const size_t *offs, void *gathered, void *stage, const char *what);
+
+/* The transport's host arena when this group's members are exactly its members (every
+ * collective of the group may then run there), else NULL; *idx_p: group rank -> member
+ * index. Looked up once; the answer is the same on every rank of the group. */
+struct hvd_arena *hvd__group_arena(hvd_group_t *g, const int **idx_p);
+
+/* The end of an agreement once g->sigs holds every rank's signature: HVD_OK when all equal
+ * mine, this rank's own HVD_INVALID_ARG (local_error) when its flags say invalid, else
+ * HVD_ERR_MISMATCH naming the ranks. Sequence numbers are the caller's to assign. */
+hvd_status_t hvd__group_judge(hvd_group_t *g, const hvd_sig_t *mine, const char *local_error,
+                              const char *what);
+
+/* The agreement in the arena a (idx as from hvd__group_arena) for a collective that wrote its
+ * data into this rank's slot already: one step carrying every rank's signature, judged as
+ * hvd__group_agree does. On HVD_OK every slot of the step stays readable until the caller
+ * flips the arena; on a disagreement the step is over. */
+hvd_status_t hvd__group_arena_agree(hvd_group_t *g, struct hvd_arena *a, const int *idx,
+                                    hvd_sig_t *mine, const char *what);
+/* A failure in the arena: abort the transport (which records the cause for the host's other
+ * ranks) and name the collective. Returns st. */
+hvd_status_t hvd__group_arena_failed(hvd_group_t *g, hvd_status_t st, const char *what);
 
 /* Run one phase of transfers on the group's transport, naming the collective on error. */
 hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, const char *what);

@@ -467,6 +467,13 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     st = hvd__group_init(&c->global, c->tp, "global", all, p->size, p->rank);
     if (st == HVD_OK && (st = make_groups(c, infos)) != HVD_OK)
         hvd__group_fini(&c->global);
+    /* Collectives among exactly this host's ranks run in its shared-memory arena. */
+    if (st == HVD_OK &&
+        (st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK) {
+        hvd__group_fini(&c->global);
+        hvd__group_fini(&c->local);
+        hvd__group_fini(&c->cross);
+    }
     if (st != HVD_OK) {
         c->tp->ops->destroy(c->tp);
         c->tp = NULL;

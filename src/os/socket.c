@@ -312,26 +312,32 @@ hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p) {
     return HVD_OK;
 }
 
-ssize_t hvd__socket_send_with_fd(int fd, const void *buf, size_t len, int pass_fd) {
+ssize_t hvd__socket_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds) {
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * HVD_SOCKET_MAX_FDS)];
         struct cmsghdr align;
     } ctl;
+    if (nfds < 1 || nfds > HVD_SOCKET_MAX_FDS) {
+        errno = EINVAL;
+        return -1;
+    }
     memset(&ctl, 0, sizeof ctl);
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
     return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-ssize_t hvd__socket_recv_with_fd(int fd, void *buf, size_t len, int *got_fd_p) {
+ssize_t hvd__socket_recv_with_fds(int fd, void *buf, size_t len, int *got, int max) {
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * HVD_SOCKET_MAX_FDS)];
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -345,12 +351,14 @@ ssize_t hvd__socket_recv_with_fd(int fd, void *buf, size_t len, int *got_fd_p) {
             continue;
         size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < nfds; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (*got_fd_p < 0)
-                *got_fd_p = got;
+            int one, k = 0;
+            memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof one);
+            while (k < max && got[k] >= 0)
+                k++;
+            if (k < max)
+                got[k] = one;
             else
-                close(got);
+                close(one);
         }
     }
     return n;

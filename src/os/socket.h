@@ -64,12 +64,15 @@ hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, 
 /* Start a non-blocking connect to an abstract name. HVD_ERR_PEER_LOST when nobody listens
  * there (yet): the caller retries until its deadline. */
 hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p);
-/* sendmsg of len bytes carrying descriptor pass_fd (SCM_RIGHTS), non-blocking. Returns the
- * bytes sent (the descriptor travels with the first), or -1 with errno. */
-ssize_t hvd__socket_send_with_fd(int fd, const void *buf, size_t len, int pass_fd);
-/* recv of up to len bytes, non-blocking; a descriptor that came with them is stored in
- * *got_fd_p (close-on-exec) unless one is there already (then it is closed: one is
- * expected). Returns the bytes received, 0 at end of stream, or -1 with errno. */
-ssize_t hvd__socket_recv_with_fd(int fd, void *buf, size_t len, int *got_fd_p);
+/* The most descriptors one message carries. */
+#define HVD_SOCKET_MAX_FDS 2
+/* sendmsg of len bytes carrying descriptors fds[0..nfds) (SCM_RIGHTS, nfds at most
+ * HVD_SOCKET_MAX_FDS), non-blocking. Returns the bytes sent (the descriptors travel with the
+ * first), or -1 with errno. */
+ssize_t hvd__socket_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds);
+/* recv of up to len bytes, non-blocking; descriptors that came with them fill the empty (-1)
+ * entries of got[0..max) in order (close-on-exec); any beyond are closed. Returns the bytes
+ * received, 0 at end of stream, or -1 with errno. */
+ssize_t hvd__socket_recv_with_fds(int fd, void *buf, size_t len, int *got, int max);
 
 #endif

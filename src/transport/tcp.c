@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "os/shm.h"
 #include "os/socket.h"
+#include "transport/shm_arena.h"
 #include "transport/shm_ring.h"
 #include "wire/frame.h"
 
@@ -37,14 +38,18 @@
  * next header too; larger payloads are read straight into the caller's buffer. */
 #define STAGE_SIZE (64 * 1024)
 #define DIRECT_MIN 4096
-/* Connections accepted but not yet authenticated: at most this many (the oldest is dropped
- * to make room), each for at most HANDSHAKE_MS. */
+/* Connections accepted but not yet authenticated: at most this many plus one per rank of
+ * the job (every peer may connect at once, e.g. a host's ranks to the creator of its arena;
+ * beyond, the oldest is dropped to make room), each for at most HANDSHAKE_MS. */
 #define MAX_PENDING 16
 #define HANDSHAKE_MS 10000
 /* Data bytes of each direction's ring between two ranks of one host. Pages are touched only
  * as bytes flow; 1 MiB keeps a ring step of a large allreduce streaming (measured against
  * 4 MiB: no faster at np 2) while 64 peers of one rank stay at 128 MiB. */
 #define SHM_RING_CAP ((size_t)1 << 20)
+/* The host arena (shm_arena.h): data bytes of each slot, i.e. what a rank contributes per
+ * step of a large shared-memory collective. */
+#define ARENA_DATA ((size_t)256 << 10)
 
 typedef enum {
     PEER_NONE,       /* no connection yet */
@@ -108,8 +113,8 @@ typedef struct {
     uint32_t generation;
     int timeout_ms, busy_poll_us, yield_when_idle;
     char congestion[16];
-    pending_t pending[MAX_PENDING];
-    int npending;
+    pending_t *pending;
+    int npending, max_pending;
     /* first cause once poisoned */
     hvd_status_t poison;
     char poison_msg[1024];
@@ -126,9 +131,21 @@ typedef struct {
     size_t *next;
     size_t next_cap;
     int *active;
+    /* The host arena: members are this host's ranks in ascending order (arena_ranks,
+     * arena_self this rank's index); the highest creates it (arena_fd, passed with every
+     * same-host WELCOME it sends), the others map what arrives with its WELCOME
+     * (arena_in_fd until mapped). Used once hvd__tcp_arena_join agreed every member maps
+     * it. */
+    int arena_n, arena_self, *arena_ranks;
+    int arena_fd, arena_in_fd;
+    void *arena_mem;
+    int arena_usable;
+    hvd_arena_t arena;
 } tcp_t;
 
 #define NONE ((size_t)-1)
+
+static void arena_map(tcp_t *t, int from);
 
 static const char *peer_name(tcp_t *t, int r, char *buf, size_t n) {
     snprintf(buf, n, "rank %d (host %s, %s:%d)", r, t->addrs[r].host, t->addrs[r].addr,
@@ -295,6 +312,9 @@ static void tcp_abort(hvd_transport_t *base, hvd_status_t status, const char *me
     for (int i = 0; i < 4; i++)
         frame[HVD_FRAME_HEADER_LEN + i] = (uint8_t)(st >> (8 * i));
     memcpy(frame + HVD_FRAME_HEADER_LEN + 4, t->poison_msg, mlen);
+    /* Same-host ranks waiting in the arena read the cause there. */
+    if (t->arena_mem)
+        hvd__arena_abort(&t->arena, status, t->poison_msg);
     for (int r = 0; r < base->size; r++) {
         peer_t *p = &t->peers[r];
         if (p->state == PEER_READY && !p->send_mid_frame) {
@@ -350,7 +370,7 @@ static void accept_on(tcp_t *t, int lfd, int is_unix) {
         int fd = accept4(lfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN, or a transient error the next loop retries */
-        if (t->npending == MAX_PENDING)
+        if (t->npending == t->max_pending)
             pending_drop(t, 0, "too many unauthenticated connections");
         pending_t *pd = &t->pending[t->npending];
         memset(pd, 0, sizeof *pd);
@@ -455,8 +475,10 @@ static int step_pending(tcp_t *t) {
         }
         uint8_t w[HVD_WELCOME_LEN];
         ssize_t sent = -1;
+        int fds[2] = {shm_fd, t->arena_fd};
         if (hvd__frame_welcome_encode(w, &h, &t->secret) == HVD_OK)
-            sent = shm_fd >= 0 ? hvd__socket_send_with_fd(pd->fd, w, sizeof w, shm_fd)
+            sent = shm_fd >= 0 ? hvd__socket_send_with_fds(pd->fd, w, sizeof w, fds,
+                                                           t->arena_fd >= 0 ? 2 : 1)
                                : send(pd->fd, w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent != (ssize_t)sizeof w) {
             if (shm_fd >= 0)
@@ -520,10 +542,17 @@ static int step_connect(tcp_t *t, int r) {
         return 1;
     }
     size_t want = p->state == PEER_CHALLENGE ? HVD_CHALLENGE_LEN : HVD_WELCOME_LEN;
-    ssize_t n =
-        p->is_shm && p->state == PEER_WELCOME
-            ? hvd__socket_recv_with_fd(p->fd, p->hs + p->hs_got, want - p->hs_got, &p->shm_fd)
-            : recv(p->fd, p->hs + p->hs_got, want - p->hs_got, MSG_DONTWAIT);
+    ssize_t n;
+    if (p->is_shm && p->state == PEER_WELCOME) {
+        /* The pair's rings, and from the host's highest rank the arena too. */
+        int fds[2] = {p->shm_fd, t->arena_in_fd};
+        n = hvd__socket_recv_with_fds(p->fd, p->hs + p->hs_got, want - p->hs_got, fds,
+                                      t->arena_n && r == t->arena_ranks[t->arena_n - 1] ? 2 : 1);
+        p->shm_fd = fds[0];
+        t->arena_in_fd = fds[1];
+    } else {
+        n = recv(p->fd, p->hs + p->hs_got, want - p->hs_got, MSG_DONTWAIT);
+    }
     if (n == 0)
         return peer_lost(t, r,
                          "closed the data connection during the handshake (a different "
@@ -575,6 +604,8 @@ static int step_connect(tcp_t *t, int r) {
         st = shm_attach(t, r, p, fd);
         if (st != HVD_OK)
             return st;
+        if (t->arena_in_fd >= 0 && !t->arena_mem)
+            arena_map(t, r);
     }
     p->state = PEER_READY;
     rd_add(t, p->fd);
@@ -885,6 +916,8 @@ static void tcp_interrupt(hvd_transport_t *base, hvd_status_t status, const char
         uint64_t one = 1;
         if (write(t->int_fd, &one, sizeof one) < 0 && errno != EAGAIN)
             HVD_LOG_D("rank %d: cannot wake the transport: %s", base->rank, strerror(errno));
+        if (__atomic_load_n(&t->arena_mem, __ATOMIC_ACQUIRE))
+            hvd__arena_wake(&t->arena);
     }
     pthread_mutex_unlock(&t->int_lock);
 }
@@ -1083,6 +1116,175 @@ fail:
     return hvd__error_wrap(st, "%s", what);
 }
 
+/* ---- the host arena ------------------------------------------------------------------ */
+
+/* This rank's view of its host's arena: who the members are, and for the highest of them the
+ * arena itself (mapped now; passed with the WELCOMEs). Failing to create it is no error:
+ * the host's ranks then agree to go without (hvd__tcp_arena_join). */
+static hvd_status_t arena_plan(tcp_t *t) {
+    int n = 1;
+    for (int r = 0; r < t->base.size; r++)
+        n += t->local[r];
+    if (n < 2 || n > HVD_ARENA_MAX_RANKS)
+        return HVD_OK;
+    if (!(t->arena_ranks = malloc((size_t)n * sizeof *t->arena_ranks)))
+        return HVD_ERR_NO_MEMORY;
+    for (int r = 0, i = 0; r < t->base.size; r++) {
+        if (r == t->base.rank)
+            t->arena_self = i;
+        if (r == t->base.rank || t->local[r])
+            t->arena_ranks[i++] = r;
+    }
+    t->arena_n = n;
+    if (t->arena_ranks[n - 1] != t->base.rank)
+        return HVD_OK;
+    size_t bytes = hvd__arena_bytes(n, ARENA_DATA);
+    void *mem = NULL;
+    if (hvd__shm_create(bytes, "hvd-arena", &t->arena_fd) != HVD_OK ||
+        hvd__shm_map(t->arena_fd, bytes, &mem) != HVD_OK) {
+        HVD_LOG_D("rank %d: no shared-memory arena for this host: %s", t->base.rank,
+                  hvd_last_error());
+        hvd__error_clear();
+        if (t->arena_fd >= 0)
+            close(t->arena_fd);
+        t->arena_fd = -1;
+        return HVD_OK;
+    }
+    hvd__arena_format(mem, n, ARENA_DATA);
+    arena_map(t, -1);
+    hvd__shm_unmap(mem, bytes); /* arena_map mapped it again from the fd */
+    return HVD_OK;
+}
+
+static hvd_status_t tcp_arena_check(void *ctx);
+
+/* Map the arena (from: the rank whose WELCOME brought arena_in_fd, or -1 for the creator's
+ * own arena_fd) and attach this rank's view. A bad arena is logged and left unused. */
+static void arena_map(tcp_t *t, int from) {
+    size_t bytes = hvd__arena_bytes(t->arena_n, ARENA_DATA);
+    int fd = from < 0 ? t->arena_fd : t->arena_in_fd;
+    void *mem = NULL;
+    hvd_status_t st = hvd__shm_map(fd, bytes, &mem);
+    if (st == HVD_OK && (st = hvd__arena_attach(&t->arena, mem, bytes, t->arena_n, t->arena_self,
+                                                ARENA_DATA)) != HVD_OK)
+        hvd__shm_unmap(mem, bytes);
+    if (from >= 0) {
+        close(t->arena_in_fd);
+        t->arena_in_fd = -1;
+    }
+    if (st != HVD_OK) {
+        HVD_LOG_D("rank %d: the shared-memory arena from rank %d is unusable: %s", t->base.rank,
+                  from, hvd_last_error());
+        hvd__error_clear();
+        return;
+    }
+    hvd_arena_t *a = &t->arena;
+    a->ranks = t->arena_ranks;
+    a->spin_us = t->busy_poll_us;
+    a->yield = t->yield_when_idle;
+    a->quiet = &t->base.quiet;
+    a->timeout_ms = t->timeout_ms;
+    a->check = tcp_arena_check;
+    a->check_ctx = t;
+    __atomic_store_n(&t->arena_mem, mem, __ATOMIC_RELEASE);
+}
+
+/* The arena's liveness check: the transport not poisoned or interrupted, and no member this
+ * rank is connected to gone (the highest member is connected to all, so a lost member is
+ * noticed there and reaches the others through the abort record). */
+static hvd_status_t tcp_arena_check(void *ctx) {
+    tcp_t *t = ctx;
+    if (t->poison != HVD_OK)
+        return tcp_health(&t->base);
+    if (is_interrupted(t))
+        return interrupt_error(t);
+    for (int i = 0; i < t->arena_n; i++) {
+        int r = t->arena_ranks[i];
+        peer_t *p = &t->peers[r];
+        if (r == t->base.rank || p->state != PEER_READY || !p->is_shm)
+            continue;
+        drain_doorbell(p);
+        if (p->hup)
+            return peer_lost(t, r, "exited during a collective in shared memory");
+    }
+    return HVD_OK;
+}
+
+static hvd_arena_t *tcp_arena(hvd_transport_t *base) {
+    tcp_t *t = (tcp_t *)base;
+    return t->arena_usable && t->poison == HVD_OK ? &t->arena : NULL;
+}
+
+/* One byte to or from peer, as a whole exchange's transfer. */
+static void byte_xfer(hvd_xfer_t *x, int peer, int is_send, uint8_t *b) {
+    memset(x, 0, sizeof *x);
+    x->peer = peer;
+    x->is_send = is_send;
+    x->iov[0].iov_base = b;
+    x->iov[0].iov_len = 1;
+    x->iovcnt = 1;
+}
+
+hvd_status_t hvd__tcp_arena_join(hvd_transport_t *base, const int *members, int n) {
+    tcp_t *t = (tcp_t *)base;
+    if (n < 2 || n > HVD_ARENA_MAX_RANKS)
+        return HVD_OK;
+    int top = members[0];
+    for (int i = 1; i < n; i++)
+        top = members[i] > top ? members[i] : top;
+    const char *what = "setting up the host's shared-memory arena";
+    hvd_status_t st;
+    if (base->rank != top) {
+        /* Connect to the creator (its WELCOME brings the arena), say whether it is mapped,
+         * learn whether every member's is. */
+        uint8_t hello = 0, mine, all = 0;
+        hvd_xfer_t x[2];
+        byte_xfer(&x[0], top, 0, &hello);
+        if ((st = tcp_exchange(base, x, 1, what)) != HVD_OK)
+            return st;
+        mine = t->arena_mem != NULL && t->arena_n == n;
+        byte_xfer(&x[0], top, 1, &mine);
+        byte_xfer(&x[1], top, 0, &all);
+        if ((st = tcp_exchange(base, x, 2, what)) != HVD_OK)
+            return st;
+        t->arena_usable = all == 1 && mine;
+    } else {
+        hvd_xfer_t *x = calloc((size_t)n, sizeof *x);
+        uint8_t *got = calloc((size_t)n, 1), one = 1, all;
+        if (!x || !got) {
+            free(x);
+            free(got);
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+        }
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (members[i] != top)
+                byte_xfer(&x[k++], members[i], 1, &one);
+        st = tcp_exchange(base, x, (size_t)k, what);
+        for (int i = 0, j = 0; st == HVD_OK && i < n; i++)
+            if (members[i] != top)
+                byte_xfer(&x[j], members[i], 0, &got[j]), j++;
+        if (st == HVD_OK)
+            st = tcp_exchange(base, x, (size_t)k, what);
+        all = t->arena_mem != NULL && t->arena_n == n;
+        for (int j = 0; j < k; j++)
+            all &= got[j] == 1;
+        for (int i = 0, j = 0; st == HVD_OK && i < n; i++)
+            if (members[i] != top)
+                byte_xfer(&x[j++], members[i], 1, &all);
+        if (st == HVD_OK)
+            st = tcp_exchange(base, x, (size_t)k, what);
+        free(x);
+        free(got);
+        if (st != HVD_OK)
+            return st;
+        t->arena_usable = all;
+    }
+    HVD_LOG_D("rank %d: %s collectives among this host's %d ranks", base->rank,
+              t->arena_usable ? "shared-memory arena for" : "no shared-memory arena for", n);
+    return HVD_OK;
+}
+
 static void tcp_destroy(hvd_transport_t *base) {
     tcp_t *t = (tcp_t *)base;
     if (!t)
@@ -1102,6 +1304,14 @@ static void tcp_destroy(hvd_transport_t *base) {
     if (t->int_fd >= 0)
         close(t->int_fd);
     pthread_mutex_destroy(&t->int_lock);
+    if (t->arena_mem)
+        hvd__shm_unmap(t->arena_mem, t->arena.bytes);
+    if (t->arena_fd >= 0)
+        close(t->arena_fd);
+    if (t->arena_in_fd >= 0)
+        close(t->arena_in_fd);
+    free(t->arena_ranks);
+    free(t->pending);
     hvd__secret_wipe(&t->secret);
     free(t->peers);
     free(t->local);
@@ -1143,6 +1353,7 @@ static const hvd_transport_ops_t TCP_OPS = {
     .abort = tcp_abort,
     .interrupt = tcp_interrupt,
     .health = tcp_health,
+    .arena = tcp_arena,
     .destroy = tcp_destroy,
 };
 
@@ -1162,6 +1373,7 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->rdfd = epoll_create1(EPOLL_CLOEXEC);
     t->int_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    t->arena_fd = t->arena_in_fd = -1;
     pthread_mutex_init(&t->int_lock, NULL);
     t->secret = *cfg->secret;
     t->generation = cfg->generation;
@@ -1173,8 +1385,10 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
     t->active = calloc((size_t)cfg->size, sizeof *t->active);
     t->local = calloc((size_t)cfg->size, 1);
+    t->max_pending = MAX_PENDING + cfg->size;
+    t->pending = calloc((size_t)t->max_pending, sizeof *t->pending);
     if (t->epfd < 0 || t->rdfd < 0 || t->int_fd < 0 || !t->addrs || !t->peers || !t->active ||
-        !t->local) {
+        !t->local || !t->pending) {
         tcp_destroy(&t->base);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
@@ -1183,6 +1397,10 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
         t->peers[r].fd = t->peers[r].shm_fd = -1;
         t->peers[r].send_head = t->peers[r].recv_head = NONE;
         t->local[r] = cfg->local && cfg->local[r] && r != cfg->rank;
+    }
+    if (cfg->local && arena_plan(t) != HVD_OK) {
+        tcp_destroy(&t->base);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = t->listen_fd};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->listen_fd, &ev);

@@ -39,6 +39,13 @@ typedef struct {
 #define HVD_TCP_UNIX_NAME_MAX 48
 size_t hvd__tcp_unix_name(const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]);
 
+/* Set up the host arena (shm_arena.h) among this host's ranks (members, n of them: the local
+ * communicator's, every one of which calls this at the same point): each connects to the
+ * arena's creator, the host's highest rank, and the transport offers the arena (ops->arena)
+ * only when every member mapped it. Without shared memory anywhere among them it still
+ * takes part (answering no). Returns a transport error (the exchange's) or HVD_OK. */
+hvd_status_t hvd__tcp_arena_join(hvd_transport_t *t, const int *members, int n);
+
 /* Create the transport. On failure listen_fd and unix_listen_fd are closed. */
 hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p);
 

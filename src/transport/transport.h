@@ -82,6 +82,11 @@ typedef struct {
      * read from a peer wait to be used (poll cannot see those). -1 / 0 when not supported. */
     int (*wait_fd)(hvd_transport_t *t);
     int (*buffered)(hvd_transport_t *t);
+    /* The shared-memory arena of this rank's host (shm_arena.h), when every rank of the host
+     * maps it; NULL otherwise or once poisoned, and when not supported (NULL op). A
+     * collective that fails in it aborts the transport (abort records the cause in the
+     * arena too). */
+    struct hvd_arena *(*arena)(hvd_transport_t *t);
     /* HVD_OK, or the first cause once poisoned (copied to hvd_last_error). */
     hvd_status_t (*health)(hvd_transport_t *t);
     void (*destroy)(hvd_transport_t *t);

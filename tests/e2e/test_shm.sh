@@ -6,7 +6,10 @@
 #  (b) after every process of a job is SIGKILLed mid-run, nothing is left behind: no hvd
 #      entry in /dev/shm or /tmp (the memory is a memfd and the sockets are abstract, so
 #      there is nothing to leave; other tests running beside this one may create files of
-#      their own, hence only hvd's names are compared).
+#      their own, hence only hvd's names are compared);
+#  (c) a rank SIGSTOPped in the middle of allreduces in the host arena: the others fail
+#      with HVD_ERR_TIMEOUT naming it after HOROVOD_GLOO_TIMEOUT_SECONDS, and nothing of the
+#      job is left (a killed rank is e2e.core_faults' case (a), which runs in the arena too).
 source "$(dirname "$0")/lib.sh"
 
 CHECK="$HVD_BUILD_DIR/tests/mrank/collectives_check"
@@ -42,5 +45,37 @@ kill -KILL "$launcher" 2>/dev/null || true
 wait "$launcher" 2>/dev/null || true
 wait_until 10 no_procs_with "^$CHECK --big" || fail "ranks survived SIGKILL"
 expect_eq "hvd files in /dev/shm and /tmp after SIGKILL" "$before" "$(hvd_files)"
+
+# ---- (c) a stopped rank ---------------------------------------------------------------------
+PERF="$HVD_BUILD_DIR/tools/hvd_allreduce_perf"
+[[ -x $PERF ]] || fail "$PERF not built"
+HOROVOD_LOG_LEVEL=debug timeout -k 5 60 "$HVDRUN" --gloo-timeout-seconds 2 -np 3 "$PERF" -b 4K -e 4K \
+  -w 1 -n 100000000 -c 0 >"$TMP/out" 2>"$TMP/err" &
+launcher=$!
+rank_1() {
+  local p
+  for p in $(pgrep -f "^$PERF -b 4K" || true); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx HOROVOD_RANK=1 && echo "$p"
+  done
+  return 0
+}
+# the debug log says when the arena is agreed; the timed loop starts right after
+wait_until 20 grep -q "shared-memory arena for collectives" "$TMP/out" ||
+  fail "no arena: $(cat "$TMP/out" "$TMP/err")"
+sleep 1
+victim=$(rank_1)
+[[ -n $victim ]] || fail "rank 1 not found"
+stopped_at=$SECONDS
+kill -STOP $victim
+rc=0
+wait "$launcher" || rc=$?
+took=$((SECONDS - stopped_at))
+kill -KILL $victim 2>/dev/null || true
+((rc != 0)) || fail "the job went on with rank 1 stopped"
+expect_contains "a survivor's error" "$(cat "$TMP/err")" \
+  "no progress for 2 s (HOROVOD_GLOO_TIMEOUT_SECONDS) waiting for rank 1 "
+# 2 s of timeout, the 50 ms sleeps' granularity and the launcher's clean-up (ASan: slower)
+((took <= 10)) || fail "the survivors failed ${took} s after rank 1 stopped"
+wait_until 10 no_procs_with "^$PERF -b 4K" || fail "ranks survived the failed job"
 
 pass

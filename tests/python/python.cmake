@@ -19,11 +19,14 @@ if(HVD_SANITIZE)
        "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1"
        "LIBC_FATAL_STDERR_=1")
 endif()
+# --capture=sys: pytest captures Python's output only, so what native code writes to fd 2 when
+# a rank dies (the sanitizer's report, glibc's abort message, libhvd's log) reaches the test
+# log instead of a capture file that dies with the process.
 foreach(np 1 2 3)
   add_test(NAME python.ranks_np${np}
            COMMAND timeout -k 10 580 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
                    -np ${np} ${HVD_PYTHON_EXECUTABLE} -m pytest -q -x -p no:cacheprovider
-                   ${PROJECT_SOURCE_DIR}/tests/python/ranks)
+                   --capture=sys ${PROJECT_SOURCE_DIR}/tests/python/ranks)
   set_tests_properties(python.ranks_np${np} PROPERTIES TIMEOUT 600 LABELS python
                        ENVIRONMENT "${HVD_PY_ENV}")
 endforeach()

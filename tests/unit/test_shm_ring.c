@@ -147,7 +147,7 @@ static void test_across_processes(void **state) {
         int fd = -1;
         char c;
         for (int i = 0; i < 1000 && fd < 0; i++) {
-            ssize_t n = hvd__socket_recv_with_fd(sv[1], &c, 1, &fd);
+            ssize_t n = hvd__socket_recv_with_fds(sv[1], &c, 1, &fd, 1);
             if (n < 0 && errno == EAGAIN)
                 usleep(1000);
         }
@@ -165,7 +165,7 @@ static void test_across_processes(void **state) {
     assert_int_equal(hvd__shm_create(bytes, "test", &fd), HVD_OK);
     void *mem;
     assert_int_equal(hvd__shm_map(fd, bytes, &mem), HVD_OK);
-    assert_int_equal(hvd__socket_send_with_fd(sv[0], "x", 1, fd), 1);
+    assert_int_equal(hvd__socket_send_with_fds(sv[0], "x", 1, &fd, 1), 1);
     close(fd);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);

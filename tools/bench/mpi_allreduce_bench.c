@@ -1,7 +1,7 @@
-/* Open MPI peer for tools/compare_allreduce.sh: float32 MPI_Allreduce(MPI_SUM) latency.
+/* MPI peer (Open MPI and MPICH) for tools/compare_allreduce.sh: float32 MPI_Allreduce(MPI_SUM).
  *
  * Not built by CMake (the tools/ glob builds hvd tools; this subfolder is not globbed): the script
- * compiles it with mpicc. Usage:
+ * compiles it with Open MPI's mpicc and with mpicc.mpich. Usage:
  *   mpirun -np N mpi_allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-w WARMUP] [-n ITERS]
  * Sizes take K/M/G suffixes (powers of 1024). For every size from -b to -e (times -f each step)
  * rank 0 prints `size_bytes median_us wrong`: the median per-iteration time of each rank, the

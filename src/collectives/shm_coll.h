@@ -1,0 +1,26 @@
+/* Collectives in the host's shared-memory arena (transport/shm_arena.h), for groups whose
+ * members are exactly the ranks of one host: every rank writes its part into its own slot,
+ * and the others read it there, with no frames and no copies through a transport.
+ *
+ * The agreement (hvd__group_agree's) rides along: each rank's signature goes into its slot's
+ * head with its first step, so a mismatch or a rank's invalid arguments end the call on
+ * every rank after that one step, as over the transport. A failure in the arena aborts the
+ * transport, whose abort records the first cause for the other ranks of the host. */
+#ifndef HVD_COLLECTIVES_SHM_COLL_H
+#define HVD_COLLECTIVES_SHM_COLL_H
+
+#include "collectives/group.h"
+#include "transport/shm_arena.h"
+
+/* Allreduce (as hvd__coll_allreduce; sig carries HVD_SIG_INVALID when this rank's arguments
+ * were rejected, then send and recv are unused) in arena a, idx mapping group ranks to its
+ * members. Small inputs: one step, after which every rank reduces all slots in rank order.
+ * Larger ones: per chunk of a slot's size, every rank reduces its 1/p slice of all slots in
+ * rank order and writes it back into its own slot, a second step, and every rank copies the
+ * other slices out. Both give every rank the same bits. */
+hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
+                                const void *send, void *recv, size_t count, hvd_dtype_t dtype,
+                                hvd_reduce_op_t op, double prescale, double postscale,
+                                const char *what);
+
+#endif

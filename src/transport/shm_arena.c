@@ -1,0 +1,271 @@
+/* The host arena (shm_arena.h).
+ *
+ * Layout, every part on its own cache lines so that a rank's writes do not steal the lines
+ * the others poll:
+ *   header    magic, members, data bytes per slot
+ *   wake      futex word (bumped by publishers when someone sleeps) and sleeper count
+ *   abort     state (0 none, 1 being written, 2 recorded), status, message
+ *   progress  one line per member: the value it published last
+ *   slots     per member two slots (parity 0 and 1): head, then data
+ * Nothing read from the shared part is trusted for memory safety: sizes come from this
+ * rank's own arguments, the message is bounded. */
+#include "transport/shm_arena.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE 64
+#define MAGIC 0x68766461u /* "hvda" */
+#define ABORT_MSG 1024
+/* How long a sleeper waits before it looks at the members' liveness again: a member killed
+ * while the others sleep is noticed within this (plus the hang-up check). */
+#define SLEEP_SLICE_MS 50
+/* Spin turns between liveness checks while spinning (each check may be a few syscalls). */
+#define CHECK_EVERY 4096
+
+typedef struct {
+    uint32_t magic, n;
+    uint64_t data_bytes;
+} header_t;
+
+typedef struct {
+    uint32_t bell;     /* futex word */
+    uint32_t sleepers; /* members inside a futex wait (or about to be) */
+} wake_t;
+
+typedef struct {
+    uint32_t state;
+    int32_t status;
+    char msg[ABORT_MSG];
+} abort_t;
+
+static size_t lines(size_t bytes) {
+    return (bytes + LINE - 1) / LINE * LINE;
+}
+
+#define OFF_WAKE LINE
+#define OFF_ABORT (2 * LINE)
+#define OFF_PROGRESS (OFF_ABORT + lines(sizeof(abort_t)))
+
+static size_t slot_bytes(size_t data_bytes) {
+    return lines(HVD_ARENA_SLOT_HEAD + data_bytes);
+}
+
+static size_t off_slots(int n) {
+    return OFF_PROGRESS + (size_t)n * LINE;
+}
+
+size_t hvd__arena_bytes(int n, size_t data_bytes) {
+    return off_slots(n) + (size_t)n * 2 * slot_bytes(data_bytes);
+}
+
+void hvd__arena_format(void *mem, int n, size_t data_bytes) {
+    header_t *h = mem;
+    h->n = (uint32_t)n;
+    h->data_bytes = data_bytes;
+    __atomic_store_n(&h->magic, MAGIC, __ATOMIC_RELEASE);
+}
+
+hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, int self,
+                               size_t data_bytes) {
+    const header_t *h = mem;
+    if (bytes < hvd__arena_bytes(n, data_bytes) ||
+        __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != MAGIC || h->n != (uint32_t)n ||
+        h->data_bytes != data_bytes)
+        return hvd__error_set(HVD_ERR_PROTOCOL,
+                              "the host's shared-memory arena is not the expected one (%d ranks, "
+                              "%zu bytes per slot)",
+                              n, data_bytes);
+    memset(a, 0, sizeof *a);
+    a->base = mem;
+    a->bytes = bytes;
+    a->n = n;
+    a->self = self;
+    a->data_bytes = data_bytes;
+    a->seq = __atomic_load_n((uint64_t *)(a->base + OFF_PROGRESS + (size_t)self * LINE),
+                             __ATOMIC_RELAXED);
+    return HVD_OK;
+}
+
+static uint64_t *progress(const hvd_arena_t *a, int idx) {
+    return (uint64_t *)(a->base + OFF_PROGRESS + (size_t)idx * LINE);
+}
+
+uint8_t *hvd__arena_head(const hvd_arena_t *a, int idx) {
+    return a->base + off_slots(a->n) +
+           ((size_t)idx * 2 + (size_t)a->parity) * slot_bytes(a->data_bytes);
+}
+
+uint8_t *hvd__arena_data(const hvd_arena_t *a, int idx) {
+    return hvd__arena_head(a, idx) + HVD_ARENA_SLOT_HEAD;
+}
+
+static wake_t *wake(const hvd_arena_t *a) {
+    return (wake_t *)(a->base + OFF_WAKE);
+}
+
+static abort_t *abort_rec(const hvd_arena_t *a) {
+    return (abort_t *)(a->base + OFF_ABORT);
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
+    /* Not FUTEX_PRIVATE_FLAG: the word is shared between processes. */
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+void hvd__arena_wake(hvd_arena_t *a) {
+    wake_t *w = wake(a);
+    __atomic_add_fetch(&w->bell, 1, __ATOMIC_SEQ_CST);
+    futex(&w->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void hvd__arena_publish(hvd_arena_t *a) {
+    /* Sequentially consistent on both sides (here: store progress, load sleepers; the
+     * sleeper: add itself, load progress), so a sleeper either sees this value or is seen. */
+    __atomic_store_n(progress(a, a->self), ++a->seq, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&wake(a)->sleepers, __ATOMIC_SEQ_CST) > 0)
+        hvd__arena_wake(a);
+}
+
+void hvd__arena_abort(hvd_arena_t *a, hvd_status_t status, const char *message) {
+    abort_t *r = abort_rec(a);
+    uint32_t none = 0;
+    if (__atomic_compare_exchange_n(&r->state, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        r->status = status;
+        snprintf(r->msg, sizeof r->msg, "%s", message ? message : "");
+        __atomic_store_n(&r->state, 2, __ATOMIC_RELEASE);
+    }
+    hvd__arena_wake(a);
+}
+
+/* The recorded failure as this thread's error, or HVD_OK when there is none (yet). */
+static hvd_status_t aborted(const hvd_arena_t *a) {
+    const abort_t *r = abort_rec(a);
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != 2)
+        return HVD_OK;
+    hvd_status_t st = r->status < 0 ? r->status : HVD_ERR_PEER_LOST;
+    return hvd__error_set(st, "%.*s", (int)strnlen(r->msg, sizeof r->msg), r->msg);
+}
+
+/* Members that have not published want yet; the first one in *first. */
+static int missing(const hvd_arena_t *a, uint64_t want, int *first) {
+    int m = 0;
+    for (int i = 0; i < a->n; i++) {
+        if (i != a->self && __atomic_load_n(progress(a, i), __ATOMIC_ACQUIRE) < want) {
+            if (!m)
+                *first = i;
+            m++;
+        }
+    }
+    return m;
+}
+
+static hvd_status_t timeout_error(hvd_arena_t *a, uint64_t want) {
+    char who[512];
+    size_t len = 0;
+    who[0] = '\0';
+    for (int i = 0; i < a->n && len < sizeof who; i++) {
+        if (i == a->self || __atomic_load_n(progress(a, i), __ATOMIC_ACQUIRE) >= want)
+            continue;
+        int w = snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
+                         a->ranks ? a->ranks[i] : i);
+        if (w > 0)
+            len += (size_t)w;
+    }
+    return hvd__error_set(HVD_ERR_TIMEOUT,
+                          "no progress for %d s (HOROVOD_GLOO_TIMEOUT_SECONDS) waiting for rank %s "
+                          "to reach the same step in shared memory",
+                          a->timeout_ms / 1000, who);
+}
+
+/* A wait that saw a failure (st) ends with it only if the step is still incomplete: a member
+ * that published and then exited or aborted (hvd_shutdown after its last step) completed
+ * this step, and the failure belongs to the next. */
+static hvd_status_t unless_done(const hvd_arena_t *a, uint64_t want, hvd_status_t st) {
+    int first;
+    return missing(a, want, &first) ? st : HVD_OK;
+}
+
+static hvd_status_t aborted(const hvd_arena_t *a);
+
+/* check() failed with st: a member that failed first records its cause before its sockets
+ * close, so a hang-up seen now may be that member's abort, whose cause wins. */
+static hvd_status_t check_failed(const hvd_arena_t *a, uint64_t want, hvd_status_t st) {
+    hvd_status_t first = aborted(a);
+    return unless_done(a, want, first != HVD_OK ? first : st);
+}
+
+hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
+    uint64_t want = a->seq;
+    int first = 0, left = missing(a, want, &first);
+    if (!left)
+        return HVD_OK;
+    int64_t start = hvd__clock_now_us(), last_progress = start;
+    unsigned turn = 0;
+    wake_t *w = wake(a);
+    int64_t now = start;
+    for (;;) {
+        hvd_status_t st = aborted(a);
+        if (st != HVD_OK)
+            return unless_done(a, want, st);
+        /* the clock every 32 turns: reading it on every turn took a sixth of an 8-byte
+         * allreduce's time (perf, np 2) */
+        if (turn % 32 == 0)
+            now = hvd__clock_now_us();
+        int quiet = a->quiet && __atomic_load_n(a->quiet, __ATOMIC_RELAXED);
+        if (!quiet && now - start < a->spin_us) {
+            if (a->yield)
+                sched_yield();
+            else
+                cpu_relax();
+            if (++turn % CHECK_EVERY == 0 && a->check && (st = a->check(a->check_ctx)) != HVD_OK)
+                return check_failed(a, want, st);
+        } else {
+            /* Ask to be woken, then look again before sleeping (publish: store, then load the
+             * sleepers; here: add, then load the progress). */
+            uint32_t bell = __atomic_load_n(&w->bell, __ATOMIC_SEQ_CST);
+            __atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+            int still = missing(a, want, &first);
+            if (still && __atomic_load_n(&abort_rec(a)->state, __ATOMIC_ACQUIRE) != 2) {
+                struct timespec ts = {0, SLEEP_SLICE_MS * 1000000L};
+                futex(&w->bell, FUTEX_WAIT, bell, &ts);
+            }
+            __atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+            if (a->check && (st = a->check(a->check_ctx)) != HVD_OK)
+                return check_failed(a, want, st);
+            now = hvd__clock_now_us();
+            if (still && now - last_progress >= (int64_t)a->timeout_ms * 1000) {
+                int now_left = missing(a, want, &first);
+                if (now_left == left)
+                    return timeout_error(a, want);
+            }
+        }
+        int now_left = missing(a, want, &first);
+        if (!now_left)
+            return HVD_OK;
+        if (now_left != left) {
+            left = now_left;
+            last_progress = now;
+        }
+    }
+}
+
+hvd_status_t hvd__arena_step(hvd_arena_t *a) {
+    hvd__arena_publish(a);
+    return hvd__arena_wait(a);
+}
