@@ -123,6 +123,9 @@ hvd.allreduce(torch.ones(3), name="before.start")
 hvd.start_timeline(sys.argv[1])
 hvd.allreduce(torch.ones(3), name="while.on")
 hvd.stop_timeline()
+# Rank 0's timeline also shows what other ranks asked for while it was on: without the
+# barrier a faster rank 1 may ask for "after.stop" before rank 0 has stopped (as in Horovod).
+hvd.barrier()
 hvd.allreduce(torch.ones(3), name="after.stop")
 hvd.shutdown()
 """
