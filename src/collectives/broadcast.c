@@ -2,6 +2,7 @@
  * large ones (each rank forwards a chunk as soon as it has it, so the time approaches one
  * transfer of the buffer however many ranks there are). */
 #include "collectives/coll.h"
+#include "collectives/shm_coll.h"
 #include "collectives/dtype.h"
 #include "collectives/ring.h"
 #include "common/error.h"
@@ -85,6 +86,10 @@ hvd_status_t hvd__coll_broadcast(hvd_group_t *g, void *buf, size_t count, hvd_dt
                             what, root, g->size);
     if (st != HVD_OK)
         sig.flags |= HVD_SIG_INVALID;
+    const int *idx;
+    hvd_arena_t *a = g->size > 1 ? hvd__group_arena(g, &idx) : NULL;
+    if (a)
+        return hvd__shm_broadcast(g, a, idx, &sig, buf, bytes, root, what);
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
     if (st != HVD_OK || g->size == 1 || bytes == 0)
         return st;

@@ -3,10 +3,35 @@
 
 #include "common/error.h"
 
-#include <stdio.h>
+/* Append s at out[at..], leaving room for the terminator; returns the new end. */
+static size_t put(char *out, size_t size, size_t at, const char *s) {
+    while (*s && at + 1 < size)
+        out[at++] = *s++;
+    return at;
+}
 
+/* snprintf's "%s #%u on the %s communicator" without the format machinery: this runs on
+ * every collective call, and formatting was ~6 % of an 8-byte allreduce at np 2 (perf). */
 void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t out_size) {
-    snprintf(out, out_size, "%s #%u on the %s communicator", name, g->seq, g->name);
+    if (out_size == 0)
+        return;
+    char digits[16], num[16];
+    int n = 0;
+    unsigned v = g->seq;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int i = 0; i < n; i++)
+        num[i] = digits[n - 1 - i];
+    num[n] = '\0';
+    size_t at = put(out, out_size, 0, name);
+    at = put(out, out_size, at, " #");
+    at = put(out, out_size, at, num);
+    at = put(out, out_size, at, " on the ");
+    at = put(out, out_size, at, g->name ? g->name : "(null)");
+    at = put(out, out_size, at, " communicator");
+    out[at] = '\0';
 }
 
 hvd_status_t hvd__coll_check_buf(const void *ptr, size_t count, const char *what,

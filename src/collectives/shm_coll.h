@@ -23,4 +23,10 @@ hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
                                 hvd_reduce_op_t op, double prescale, double postscale,
                                 const char *what);
 
+/* Broadcast of bytes from group rank root (valid when sig says so) in arena a: the root
+ * writes slot-sized chunks into its slot, one step each (the first carries the agreement),
+ * and the others copy each out. */
+hvd_status_t hvd__shm_broadcast(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
+                                void *buf, size_t bytes, int root, const char *what);
+
 #endif

@@ -15,3 +15,4 @@ hvd_unit_test(control tests/unit/test_control.c)
 # The shared-memory ring of same-host peers and its memfd.
 hvd_unit_test(shm_ring tests/unit/test_shm_ring.c)
 hvd_unit_test(shm_arena tests/unit/test_shm_arena.c)
+hvd_unit_test(coll_what tests/unit/test_coll_what.c)
