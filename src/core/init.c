@@ -13,6 +13,7 @@
 #include "core/pmix_exchange.h"
 #include "os/netif.h"
 #include "os/socket.h"
+#include "collectives/coll.h"
 #include "transport/tcp.h"
 
 #include <pthread.h>
@@ -382,6 +383,28 @@ static hvd_status_t make_solo_groups(hvd_context_t *c) {
     return st;
 }
 
+/* HOROVOD_HIERARCHICAL_ALLREDUCE on a job of several hosts with the same number (at least
+ * two) of ranks each: the global group's allreduce goes hierarchically (shm_coll.h) when
+ * every host has its arena, which the ranks agree on here (one small allreduce). */
+static hvd_status_t plan_hierarchical(hvd_context_t *c) {
+    const hvd_params_t *p = &c->params;
+    if (!p->hierarchical_allreduce || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
+        return HVD_OK;
+    const int *idx;
+    int32_t mine = hvd__group_arena(&c->local, &idx) != NULL, all = 0;
+    hvd_status_t st = hvd__coll_allreduce(&c->global, &mine, &all, 1, HVD_INT32, HVD_MIN, 1.0, 1.0);
+    if (st != HVD_OK)
+        return st;
+    if (all) {
+        c->global.hier_local = &c->local;
+        c->global.hier_cross = &c->cross;
+    }
+    HVD_LOG_D("rank %d: allreduce %s", p->rank,
+              all ? "hierarchical: in each host's shared memory, then across hosts"
+                  : "flat: not every host has a shared-memory arena");
+    return HVD_OK;
+}
+
 static int online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
@@ -469,7 +492,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         hvd__group_fini(&c->global);
     /* Collectives among exactly this host's ranks run in its shared-memory arena. */
     if (st == HVD_OK &&
-        (st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK) {
+        ((st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK ||
+         (st = plan_hierarchical(c)) != HVD_OK)) {
         hvd__group_fini(&c->global);
         hvd__group_fini(&c->local);
         hvd__group_fini(&c->cross);
