@@ -173,6 +173,9 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
+    if (g->hier_local)
+        return hvd__shm_hier_allreduce(g, &sig, send, recv, count, dtype, op, prescale, postscale,
+                                       what);
     const int *idx;
     hvd_arena_t *a = p > 1 ? hvd__group_arena(g, &idx) : NULL;
     if (a)

@@ -41,7 +41,7 @@ typedef struct {
     uint32_t seq;
 } hvd_sig_t;
 
-typedef struct {
+typedef struct hvd_group {
     hvd_transport_t *tp;
     const char *name; /* "global", "local", "cross" */
     int rank, size;   /* within the group */
@@ -65,6 +65,11 @@ typedef struct {
      * -> arena member index (hvd__group_arena; NULL until looked up, or not such a group). */
     int *arena_idx;
     int arena_looked; /* 1 once looked up */
+    /* Set by the core on the global group of a job on several hosts with the same number of
+     * ranks each, every host with its arena: allreduce goes hierarchically (shm_coll.h),
+     * reduce-scatter inside each host (hier_local), allreduce across hosts between ranks of
+     * equal local rank (hier_cross), allgather inside each host. NULL: flat. */
+    struct hvd_group *hier_local, *hier_cross;
 } hvd_group_t;
 
 /* members (copied) lists the global ranks of the group in group-rank order; rank is this

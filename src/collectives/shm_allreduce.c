@@ -13,27 +13,32 @@
 /* Up to this many bytes per rank (in the working dtype), one step and every rank reduces
  * every slot; above, the sliced reduction's two steps per chunk. */
 #define SHM_SMALL_BYTES (16 * 1024)
-/* A slice is reduced through a buffer this big, so the partial sums stay in L1. */
+/* A range is reduced through a buffer this big, so the partial sums stay in L1. */
 #define TILE_BYTES 8192
 
+void hvd__shm_reduce_into(const hvd_arena_t *a, const int *idx, int p, size_t at, size_t n,
+                          hvd_dtype_t w, hvd_reduce_op_t op, uint8_t *dst) {
+    size_t wsize = hvd__dtype_size(w), step = TILE_BYTES / wsize;
+    _Alignas(64) uint8_t tile[TILE_BYTES];
+    for (size_t t = 0; t < n; t += step) {
+        size_t k = n - t < step ? n - t : step, off = (at + t) * wsize;
+        memcpy(tile, hvd__arena_data(a, idx[0]) + off, k * wsize);
+        for (int r = 1; r < p; r++)
+            hvd__reduce(tile, hvd__arena_data(a, idx[r]) + off, k, w, op);
+        memcpy(dst + t * wsize, tile, k * wsize);
+    }
+}
+
 /* Elements [from, from + n) of the current chunk: reduced over every member's slot in group
- * rank order, finished (scaled, averaged), written back into this rank's slot for the others
- * and rounded into out. */
+ * rank order, finished (scaled, averaged) and written back into this rank's slot for the
+ * others (each tile is read whole before it is written), and rounded into out. */
 static void reduce_slice(hvd_group_t *g, hvd_arena_t *a, const int *idx, size_t from, size_t n,
                          void *out, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale) {
     hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
-    size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype), step = TILE_BYTES / wsize;
-    _Alignas(64) uint8_t tile[TILE_BYTES];
-    uint8_t *mine = hvd__arena_data(a, a->self);
-    for (size_t at = from; at < from + n; at += step) {
-        size_t k = from + n - at < step ? from + n - at : step;
-        memcpy(tile, hvd__arena_data(a, idx[0]) + at * wsize, k * wsize);
-        for (int r = 1; r < g->size; r++)
-            hvd__reduce(tile, hvd__arena_data(a, idx[r]) + at * wsize, k, w, op);
-        hvd__allreduce_finish(tile, k, dtype, op, g->size, postscale);
-        memcpy(mine + at * wsize, tile, k * wsize);
-        hvd__allreduce_to_out((uint8_t *)out + (at - from) * osize, tile, k, dtype);
-    }
+    uint8_t *mine = hvd__arena_data(a, a->self) + from * hvd__dtype_size(w);
+    hvd__shm_reduce_into(a, idx, g->size, from, n, w, op, mine);
+    hvd__allreduce_finish(mine, n, dtype, op, g->size, postscale);
+    hvd__allreduce_to_out(out, mine, n, dtype);
 }
 
 static hvd_status_t sliced(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,

@@ -23,10 +23,24 @@ hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
                                 hvd_reduce_op_t op, double prescale, double postscale,
                                 const char *what);
 
+/* dst[0..n) = elements [at, at + n) of the current step's slots of group ranks 0..p-1 (idx),
+ * reduced in rank order in the working dtype w through an L1-sized tile; dst may be that
+ * range of this rank's own slot. */
+void hvd__shm_reduce_into(const hvd_arena_t *a, const int *idx, int p, size_t at, size_t n,
+                          hvd_dtype_t w, hvd_reduce_op_t op, uint8_t *dst);
+
 /* Broadcast of bytes from group rank root (valid when sig says so) in arena a: the root
  * writes slot-sized chunks into its slot, one step each (the first carries the agreement),
  * and the others copy each out. */
 hvd_status_t hvd__shm_broadcast(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
                                 void *buf, size_t bytes, int root, const char *what);
+
+/* Allreduce on a group with hier_local and hier_cross set (group.h): the agreement on the
+ * group, a reduce-scatter in the host's arena (local rank r gets part r of the vector), an
+ * allreduce of each part across hosts (hier_cross, over the transport), and an allgather in
+ * the arena. sig must be valid (invalid calls take the flat path, which agrees alike). */
+hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
+                                     size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale, double postscale, const char *what);
 
 #endif

@@ -13,6 +13,7 @@
 #include "core/pmix_exchange.h"
 #include "os/netif.h"
 #include "os/socket.h"
+#include "collectives/coll.h"
 #include "transport/tcp.h"
 
 #include <pthread.h>
@@ -36,6 +37,9 @@ static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 typedef struct {
     hvd_tcp_peer_addr_t addr;
     int local_rank, cross_rank;
+    /* the machine it runs on (the kernel's boot id): ranks under different host names
+     * (network namespaces, 127.0.0.x) may still share one machine's cores */
+    char machine[40];
 } rank_info_t;
 
 static hvd_config_t config; /* options of the current hvd_init_ex call */
@@ -115,14 +119,29 @@ static void describe_missing(const hvd_store_scope_t *s, int size, char *out, si
  * long-poll request, until all ranks have: after this, every rank knows the job is complete.
  * The scope is new for each generation so that a rank re-initialising early can never
  * disturb a slower rank still reading the previous generation. */
-/* "host=h pid=1 addr=a port=2 local_rank=0 cross_rank=0" -> info. -1 when malformed. */
+/* This machine's identity for rank_info_t.machine: the kernel's boot id, or "unknown". */
+static void machine_id(char *out, size_t size) {
+    snprintf(out, size, "unknown");
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    char buf[64];
+    if (fgets(buf, sizeof buf, f) && buf[0] != '\n') {
+        buf[strcspn(buf, " \n")] = '\0';
+        snprintf(out, size, "%.39s", buf);
+    }
+    fclose(f);
+}
+
+/* "host=h pid=1 addr=a port=2 local_rank=0 cross_rank=0 machine=m" -> info. -1 when
+ * malformed. */
 static int parse_rank_value(const char *v, rank_info_t *info) {
     memset(info, 0, sizeof *info);
     info->local_rank = info->cross_rank = -1;
     long pid;
-    if (sscanf(v, "host=%63s pid=%ld addr=%15s port=%d local_rank=%d cross_rank=%d",
+    if (sscanf(v, "host=%63s pid=%ld addr=%15s port=%d local_rank=%d cross_rank=%d machine=%39s",
                info->addr.host, &pid, info->addr.addr, &info->addr.port, &info->local_rank,
-               &info->cross_rank) != 6)
+               &info->cross_rank, info->machine) != 7)
         return -1;
     return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
 }
@@ -188,9 +207,12 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
     else
         snprintf(scope, sizeof scope, "init.%u", c->generation);
     snprintf(key, sizeof key, "rank_%d", p->rank);
+    char machine[40];
+    machine_id(machine, sizeof machine);
     int n =
-        snprintf(value, sizeof value, "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d",
-                 p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank);
+        snprintf(value, sizeof value,
+                 "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d machine=%s",
+                 p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank, machine);
     if (!c->store)
         return check_in_pmix(c, value, infos);
     int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
@@ -382,6 +404,28 @@ static hvd_status_t make_solo_groups(hvd_context_t *c) {
     return st;
 }
 
+/* HOROVOD_HIERARCHICAL_ALLREDUCE on a job of several hosts with the same number (at least
+ * two) of ranks each: the global group's allreduce goes hierarchically (shm_coll.h) when
+ * every host has its arena, which the ranks agree on here (one small allreduce). */
+static hvd_status_t plan_hierarchical(hvd_context_t *c) {
+    const hvd_params_t *p = &c->params;
+    if (!p->hierarchical_allreduce || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
+        return HVD_OK;
+    const int *idx;
+    int32_t mine = hvd__group_arena(&c->local, &idx) != NULL, all = 0;
+    hvd_status_t st = hvd__coll_allreduce(&c->global, &mine, &all, 1, HVD_INT32, HVD_MIN, 1.0, 1.0);
+    if (st != HVD_OK)
+        return st;
+    if (all) {
+        c->global.hier_local = &c->local;
+        c->global.hier_cross = &c->cross;
+    }
+    HVD_LOG_D("rank %d: allreduce %s", p->rank,
+              all ? "hierarchical: in each host's shared memory, then across hosts"
+                  : "flat: not every host has a shared-memory arena");
+    return HVD_OK;
+}
+
 static int online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
@@ -436,7 +480,11 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         }
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
-    int oversubscribed = p->local_size > online_cpus();
+    /* more ranks on this machine than cores, whatever host names they run under */
+    int on_machine = 0;
+    for (int r = 0; r < p->size; r++)
+        on_machine += strcmp(infos[r].machine, infos[p->rank].machine) == 0;
+    int oversubscribed = p->local_size > online_cpus() || on_machine > online_cpus();
     /* Automatic: poll for a millisecond when every local rank has a core; with more ranks
      * than cores, poll ten times longer but yield the core on every idle turn, so a peer
      * sharing it runs at once instead of after a sleep and a wake-up (~30 us each here):
@@ -469,7 +517,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         hvd__group_fini(&c->global);
     /* Collectives among exactly this host's ranks run in its shared-memory arena. */
     if (st == HVD_OK &&
-        (st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK) {
+        ((st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK ||
+         (st = plan_hierarchical(c)) != HVD_OK)) {
         hvd__group_fini(&c->global);
         hvd__group_fini(&c->local);
         hvd__group_fini(&c->cross);

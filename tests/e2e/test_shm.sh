@@ -9,7 +9,10 @@
 #      their own, hence only hvd's names are compared);
 #  (c) a rank SIGSTOPped in the middle of allreduces in the host arena: the others fail
 #      with HVD_ERR_TIMEOUT naming it after HOROVOD_GLOO_TIMEOUT_SECONDS, and nothing of the
-#      job is left (a killed rank is e2e.core_faults' case (a), which runs in the arena too).
+#      job is left (a killed rank is e2e.core_faults' case (a), which runs in the arena too);
+#  (d) HOROVOD_HIERARCHICAL_ALLREDUCE=1 on two hosts of two ranks (host names 127.0.0.1 and
+#      127.0.0.2 on this machine: two arenas, TCP between them): every rank says its allreduce
+#      is hierarchical, and the conformance check passes.
 source "$(dirname "$0")/lib.sh"
 
 CHECK="$HVD_BUILD_DIR/tests/mrank/collectives_check"
@@ -77,5 +80,13 @@ expect_contains "a survivor's error" "$(cat "$TMP/err")" \
 # 2 s of timeout, the 50 ms sleeps' granularity and the launcher's clean-up (ASan: slower)
 ((took <= 10)) || fail "the survivors failed ${took} s after rank 1 stopped"
 wait_until 10 no_procs_with "^$PERF -b 4K" || fail "ranks survived the failed job"
+
+# ---- (d) hierarchical allreduce -------------------------------------------------------------
+HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_LOG_LEVEL=debug run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 \
+  "$CHECK" --quick
+expect_eq "hierarchical run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
+hier=$(grep -c "allreduce hierarchical: in each host's shared memory" "$TMP/out" || true)
+expect_eq "ranks with a hierarchical allreduce" 4 "$hier"
+grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "hierarchical: $(grep checks "$TMP/out")"
 
 pass

@@ -1,0 +1,99 @@
+/* Hierarchical allreduce (shm_coll.h): inside each host in its arena, across hosts between
+ * ranks of equal local rank over the transport. */
+#include "collectives/coll.h"
+#include "collectives/dtype.h"
+#include "collectives/reduce.h"
+#include "collectives/shm_coll.h"
+#include "common/error.h"
+
+#include <string.h>
+
+/* Elements of part r in step k of c elements per part. */
+static size_t piece(const size_t *plen, int r, size_t k, size_t c) {
+    return plen[r] > k * c ? (plen[r] - k * c < c ? plen[r] - k * c : c) : 0;
+}
+
+/* Reduce-scatter inside the host: this rank's part of the whole vector, reduced over the
+ * host's ranks in local rank order, into part (working dtype). Every step each rank writes one
+ * piece of every part into its slot (part r's at r * c) and reduces its own piece over all
+ * slots. */
+static hvd_status_t host_reduce_scatter(hvd_group_t *lg, hvd_arena_t *a, const int *idx,
+                                        const void *send, uint8_t *part, const size_t *poff,
+                                        const size_t *plen, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                        double prescale, const char *what) {
+    int L = lg->size, me = lg->rank;
+    hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
+    size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype);
+    size_t c = a->data_bytes / wsize / (size_t)L;
+    for (size_t k = 0; k * c < plen[0]; k++) {
+        uint8_t *slot = hvd__arena_data(a, a->self);
+        for (int r = 0; r < L; r++)
+            hvd__allreduce_to_work(slot + (size_t)r * c * wsize,
+                                   (const uint8_t *)send + (poff[r] + k * c) * osize,
+                                   piece(plen, r, k, c), dtype, prescale);
+        hvd_status_t st = hvd__arena_step(a);
+        if (st != HVD_OK)
+            return hvd__group_arena_failed(lg, st, what);
+        hvd__shm_reduce_into(a, idx, L, (size_t)me * c, piece(plen, me, k, c), w, op,
+                             part + k * c * wsize);
+        hvd__arena_flip(a);
+    }
+    return HVD_OK;
+}
+
+/* Allgather inside the host: every rank's finished part (working dtype) into recv. */
+static hvd_status_t host_allgather(hvd_group_t *lg, hvd_arena_t *a, const int *idx,
+                                   const uint8_t *part, void *recv, const size_t *poff,
+                                   const size_t *plen, hvd_dtype_t dtype, const char *what) {
+    int L = lg->size, me = lg->rank;
+    size_t wsize = hvd__dtype_size(hvd__allreduce_work_dtype(dtype)),
+           osize = hvd__dtype_size(dtype);
+    size_t c = a->data_bytes / wsize;
+    for (size_t k = 0; k * c < plen[0]; k++) {
+        size_t n = piece(plen, me, k, c);
+        if (n)
+            memcpy(hvd__arena_data(a, a->self), part + k * c * wsize, n * wsize);
+        hvd_status_t st = hvd__arena_step(a);
+        if (st != HVD_OK)
+            return hvd__group_arena_failed(lg, st, what);
+        for (int r = 0; r < L; r++)
+            hvd__allreduce_to_out((uint8_t *)recv + (poff[r] + k * c) * osize,
+                                  hvd__arena_data(a, idx[r]), piece(plen, r, k, c), dtype);
+        hvd__arena_flip(a);
+    }
+    return HVD_OK;
+}
+
+hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
+                                     size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale, double postscale, const char *what) {
+    hvd_status_t st = hvd__group_agree(g, sig, NULL, NULL, NULL, NULL, NULL, what);
+    if (st != HVD_OK || count == 0)
+        return st;
+    hvd_group_t *lg = g->hier_local, *cg = g->hier_cross;
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(lg, &idx);
+    if (!a)
+        return hvd__error_set(HVD_ERR_PROTOCOL, "%s: the host's arena is gone", what);
+    int L = lg->size;
+    size_t *poff = lg->offs, *plen = lg->lens; /* part r of the vector: local rank r's */
+    for (int r = 0; r < L; r++) {
+        plen[r] = count / (size_t)L + ((size_t)r < count % (size_t)L);
+        poff[r] = r == 0 ? 0 : poff[r - 1] + plen[r - 1];
+    }
+    hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
+    size_t mine = plen[lg->rank];
+    uint8_t *part = hvd__group_scratch(g, 0, mine * hvd__dtype_size(w));
+    if (!part)
+        return HVD_ERR_NO_MEMORY;
+    st = host_reduce_scatter(lg, a, idx, send, part, poff, plen, dtype, op, prescale, what);
+    if (st != HVD_OK)
+        return st;
+    /* Across hosts the part is summed as is; the average's division and the postscale come
+     * once, by the job's size, on the result. */
+    st = hvd__coll_allreduce(cg, part, part, mine, w, op == HVD_AVERAGE ? HVD_SUM : op, 1.0, 1.0);
+    if (st != HVD_OK)
+        return hvd__error_wrap(st, "%s, between hosts", what);
+    hvd__allreduce_finish(part, mine, dtype, op, g->size, postscale);
+    return host_allgather(lg, a, idx, part, recv, poff, plen, dtype, what);
+}
