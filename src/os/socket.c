@@ -274,15 +274,25 @@ static hvd_status_t unix_addr(const char *name, size_t len, struct sockaddr_un *
     return HVD_OK;
 }
 
+/* A non-blocking, close-on-exec unix stream socket and the abstract address of name. */
+static hvd_status_t unix_socket(const char *name, size_t len, struct sockaddr_un *sa,
+                                socklen_t *salen, int *fd_p) {
+    hvd_status_t st = unix_addr(name, len, sa, salen);
+    if (st != HVD_OK)
+        return st;
+    *fd_p = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (*fd_p < 0)
+        return hvd__error_set(HVD_ERR_IO, "socket(AF_UNIX): %s", strerror(errno));
+    return HVD_OK;
+}
+
 hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, int *fd_p) {
     struct sockaddr_un sa;
     socklen_t salen;
-    hvd_status_t st = unix_addr(name, len, &sa, &salen);
+    int fd;
+    hvd_status_t st = unix_socket(name, len, &sa, &salen, &fd);
     if (st != HVD_OK)
         return st;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return hvd__error_set(HVD_ERR_IO, "socket(AF_UNIX): %s", strerror(errno));
     if (bind(fd, (struct sockaddr *)&sa, salen) != 0 || listen(fd, backlog) != 0) {
         int e = errno;
         close(fd);
@@ -295,12 +305,10 @@ hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, 
 hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p) {
     struct sockaddr_un sa;
     socklen_t salen;
-    hvd_status_t st = unix_addr(name, len, &sa, &salen);
+    int fd;
+    hvd_status_t st = unix_socket(name, len, &sa, &salen, &fd);
     if (st != HVD_OK)
         return st;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return hvd__error_set(HVD_ERR_IO, "socket(AF_UNIX): %s", strerror(errno));
     if (connect(fd, (struct sockaddr *)&sa, salen) != 0 && errno != EINPROGRESS) {
         int e = errno;
         close(fd);

@@ -92,18 +92,20 @@ int hvd__ring_writer_sleep(hvd_ring_t *r) {
     return c->head - __atomic_load_n(&c->tail, __ATOMIC_SEQ_CST) < r->cap;
 }
 
-int hvd__ring_take_reader(hvd_ring_t *r) {
-    ctl_t *c = r->ctl;
+/* Take a sleep flag: 1 when it was set (and is now clear). The fence pairs with the
+ * sleeper's (set flag, then look); the plain load first keeps the common case free of a
+ * locked instruction. */
+static int take(uint32_t *flag) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&c->reader_waits, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(flag, __ATOMIC_RELAXED))
         return 0;
-    return __atomic_exchange_n(&c->reader_waits, 0, __ATOMIC_SEQ_CST) != 0;
+    return __atomic_exchange_n(flag, 0, __ATOMIC_SEQ_CST) != 0;
+}
+
+int hvd__ring_take_reader(hvd_ring_t *r) {
+    return take(&((ctl_t *)r->ctl)->reader_waits);
 }
 
 int hvd__ring_take_writer(hvd_ring_t *r) {
-    ctl_t *c = r->ctl;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&c->writer_waits, __ATOMIC_RELAXED))
-        return 0;
-    return __atomic_exchange_n(&c->writer_waits, 0, __ATOMIC_SEQ_CST) != 0;
+    return take(&((ctl_t *)r->ctl)->writer_waits);
 }

@@ -1138,39 +1138,36 @@ static hvd_status_t arena_plan(tcp_t *t) {
     t->arena_n = n;
     if (t->arena_ranks[n - 1] != t->base.rank)
         return HVD_OK;
-    size_t bytes = hvd__arena_bytes(n, ARENA_DATA);
-    void *mem = NULL;
-    if (hvd__shm_create(bytes, "hvd-arena", &t->arena_fd) != HVD_OK ||
-        hvd__shm_map(t->arena_fd, bytes, &mem) != HVD_OK) {
+    if (hvd__shm_create(hvd__arena_bytes(n, ARENA_DATA), "hvd-arena", &t->arena_fd) != HVD_OK) {
         HVD_LOG_D("rank %d: no shared-memory arena for this host: %s", t->base.rank,
                   hvd_last_error());
         hvd__error_clear();
-        if (t->arena_fd >= 0)
-            close(t->arena_fd);
         t->arena_fd = -1;
         return HVD_OK;
     }
-    hvd__arena_format(mem, n, ARENA_DATA);
     arena_map(t, -1);
-    hvd__shm_unmap(mem, bytes); /* arena_map mapped it again from the fd */
     return HVD_OK;
 }
 
 static hvd_status_t tcp_arena_check(void *ctx);
 
 /* Map the arena (from: the rank whose WELCOME brought arena_in_fd, or -1 for the creator's
- * own arena_fd) and attach this rank's view. A bad arena is logged and left unused. */
+ * own fresh arena_fd, whose header it writes) and attach this rank's view. A bad arena is
+ * logged and left unused. */
 static void arena_map(tcp_t *t, int from) {
     size_t bytes = hvd__arena_bytes(t->arena_n, ARENA_DATA);
     int fd = from < 0 ? t->arena_fd : t->arena_in_fd;
     void *mem = NULL;
     hvd_status_t st = hvd__shm_map(fd, bytes, &mem);
+    if (st == HVD_OK && from < 0)
+        hvd__arena_format(mem, t->arena_n, ARENA_DATA);
     if (st == HVD_OK && (st = hvd__arena_attach(&t->arena, mem, bytes, t->arena_n, t->arena_self,
                                                 ARENA_DATA)) != HVD_OK)
         hvd__shm_unmap(mem, bytes);
-    if (from >= 0) {
-        close(t->arena_in_fd);
-        t->arena_in_fd = -1;
+    int *owned = from >= 0 ? &t->arena_in_fd : st != HVD_OK ? &t->arena_fd : NULL;
+    if (owned) { /* what arrived is mapped or unusable; an unusable own arena is not passed on */
+        close(*owned);
+        *owned = -1;
     }
     if (st != HVD_OK) {
         HVD_LOG_D("rank %d: the shared-memory arena from rank %d is unusable: %s", t->base.rank,
