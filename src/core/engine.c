@@ -130,7 +130,22 @@ static void fail_interrupted(hvd_engine_t *e) {
     hvd__engine_fail(e, st, reason, 1);
 }
 
-/* Run one cycle, counted (prog_lock held). quiet: the background thread's own cycle. */
+/* Count a cycle that ended and wake the threads waiting for one (wait_cycle_end). Called
+ * after prog_lock is released: a thread that read the counter and then failed to take the
+ * lock must find the lock's holder still in its cycle, whose end it then waits for. Counted
+ * before the release, a thread reading the new count and failing on the lock a moment
+ * later slept until the next cycle, which nobody might start: a background thread missed
+ * a whole training step that way, its peer's cycle waiting for it (no overlap at all). */
+static void count_cycle(hvd_engine_t *e) {
+    pthread_mutex_lock(&e->state_lock);
+    e->cycles++;
+    if (e->sleepers)
+        pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->state_lock);
+}
+
+/* Run one cycle (prog_lock held; the caller counts it after releasing the lock). quiet: the
+ * background thread's own cycle. */
 static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
     hvd_status_t st = HVD_OK;
     if (!is_dead(e) && is_interrupted(e)) {
@@ -145,11 +160,6 @@ static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
         if (e->ctx->tp)
             e->ctx->tp->quiet = 0;
     }
-    pthread_mutex_lock(&e->state_lock);
-    e->cycles++;
-    if (e->sleepers)
-        pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->state_lock);
     return st;
 }
 
@@ -159,6 +169,7 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
         return 1;
     hvd_status_t st = cycle_locked(e, quiet);
     pthread_mutex_unlock(&e->prog_lock);
+    count_cycle(e);
     return st;
 }
 
@@ -257,8 +268,10 @@ static void *thread_main(void *arg) {
             if (buffered)
                 cycle_locked(e, 0);
             pthread_mutex_unlock(&e->prog_lock);
-            if (buffered)
+            if (buffered) {
+                count_cycle(e);
                 continue;
+            }
         }
         int64_t last = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED),
                 pushed = __atomic_load_n(&e->last_push_us, __ATOMIC_RELAXED),
