@@ -11,6 +11,9 @@
 #    overlap would reach), total img/s.
 # Each measurement runs REPEATS times (default 3), the peers interleaved so that the machine's
 # drift hits all alike; every figure is printed, then the medians.
+# 3. At np 2 and 4, the same benchmark with --paired: hvd against no communication inside one
+#    job, iteration by iteration (this machine drifts 20-30 % between runs), and the ceiling
+#    any synchronous step has here (each step waits for the slowest rank).
 set -euo pipefail
 build=${1:-build}
 repeats=${2:-3}
@@ -68,4 +71,15 @@ for np in 1 2 4; do
   [[ $np == 1 ]] && one=$m_hvd
   awk -v h="$m_hvd" -v o="$one" -v np=$np 'BEGIN {
     printf "np %d scaling efficiency of hvd: %.2f\n", np, h / (np * o) }'
+done
+
+echo
+echo "== paired in one job: hvd/no-communication per iteration, and the synchronous-step ceiling"
+for np in 2 4; do
+  for ((i = 1; i <= repeats; i++)); do
+    out=$("$run" -np $np $py "$here/pytorch_synthetic_benchmark.py" --paired 2>&1)
+    note "pair$np" "$(sed -nE 's/.*Paired hvd\/no-communication: median ([0-9.]+).*/\1/p' <<<"$out")"
+    note "ceil$np" "$(sed -nE 's/.*ceiling.*: ([0-9.]+)$/\1/p' <<<"$out")"
+  done
+  echo "np $np: hvd/none paired ${got[pair$np]}(median $(tr ' ' '\n' <<<"${got[pair$np]}" | grep . | median)); ceiling ${got[ceil$np]}(median $(tr ' ' '\n' <<<"${got[ceil$np]}" | grep . | median))"
 done

@@ -11,6 +11,14 @@ from HOROVOD_RANK/HOROVOD_SIZE); --no-comm runs them with no communication at al
 that perfect overlap of communication with computation would reach. Each iteration is
 --num-batches-per-iter steps on random data; img/s per rank is reported with a 95% interval
 (1.96 standard deviations over the iterations) and the total over the ranks.
+
+--paired (with hvd) measures the distance to that limit in one job: every iteration times
+its hvd steps and then as many steps of a twin model and optimizer that communicate nothing,
+so that this machine's drift (20-30 % between runs on a shared 2-core host) hits both alike;
+it reports the median over the iterations of hvd's img/s over the twin's. It also reports
+the twin's mean step time over its mean per-step maximum across the ranks: what a step that
+waits for its slowest rank (any synchronous data-parallel step, whatever its communication)
+would reach with infinitely fast communication, on this machine at this moment.
 """
 import argparse
 import os
@@ -35,6 +43,8 @@ mode = parser.add_mutually_exclusive_group()
 mode.add_argument("--ddp", action="store_true", help="torch DDP with the gloo backend")
 mode.add_argument("--no-comm", action="store_true", help="no communication (the limit)")
 parser.add_argument("--ddp-port", type=int, default=29511)
+parser.add_argument("--paired", action="store_true",
+                    help="hvd: also time a twin with no communication in every iteration")
 
 
 def build_model(name):
@@ -48,6 +58,8 @@ def build_model(name):
 
 def main():
     args = parser.parse_args()
+    if args.paired and (args.ddp or args.no_comm):
+        parser.error("--paired measures hvd against no communication: not with --ddp/--no-comm")
     rank = int(os.environ.get("HOROVOD_RANK", "0"))
     size = int(os.environ.get("HOROVOD_SIZE", "1"))
     local_size = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1"))
@@ -68,6 +80,9 @@ def main():
     torch.manual_seed(1)
     model = build_model(args.model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
+    twin = build_model(args.model)
+    twin.load_state_dict(model.state_dict())
+    twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.01 * size)
     if args.ddp:
         model = nn.parallel.DistributedDataParallel(model)
     elif not args.no_comm:
@@ -86,6 +101,16 @@ def main():
         loss.backward()
         optimizer.step()
 
+    twin_times = []
+
+    def twin_step():
+        t0 = timeit.default_timer()
+        twin_optimizer.zero_grad()
+        loss = F.cross_entropy(twin(data), target)
+        loss.backward()
+        twin_optimizer.step()
+        twin_times.append(timeit.default_timer() - t0)
+
     def log(s):
         if rank == 0:
             print(s, flush=True)
@@ -97,17 +122,33 @@ def main():
     log(f"Number of ranks: {size}")
     log("Running warmup...")
     timeit.timeit(benchmark_step, number=args.num_warmup_batches)
+    if args.paired:
+        timeit.timeit(twin_step, number=args.num_warmup_batches)
+        twin_times.clear()
     log("Running benchmark...")
-    img_secs = []
+    img_secs, ratios = [], []
     for x in range(args.num_iters):
         t = timeit.timeit(benchmark_step, number=args.num_batches_per_iter)
         img_sec = args.batch_size * args.num_batches_per_iter / t
-        log(f"Iter #{x}: {img_sec:.1f} img/sec per rank ({1000 * t / args.num_batches_per_iter:.2f} "
-            "ms per step)")
+        line = (f"Iter #{x}: {img_sec:.1f} img/sec per rank ({1000 * t / args.num_batches_per_iter:.2f} "
+                "ms per step)")
+        if args.paired:
+            # the twin's steps start together on every rank: hvd's last step ended in an
+            # allreduce, so no rank is ahead
+            t_twin = timeit.timeit(twin_step, number=args.num_batches_per_iter)
+            ratios.append(t_twin / t)
+            line += f"; no communication {1000 * t_twin / args.num_batches_per_iter:.2f} ms per step"
+        log(line)
         img_secs.append(img_sec)
     mean, conf = np.mean(img_secs), 1.96 * np.std(img_secs)
     log(f"Img/sec per rank: {mean:.1f} +-{conf:.1f}")
     log(f"Total img/sec on {size} rank(s): {size * mean:.1f} +-{size * conf:.1f}")
+    if args.paired:
+        log(f"Paired hvd/no-communication: median {np.median(ratios):.3f} "
+            f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {len(ratios)} iterations")
+        steps = np.array(hvd.allgather_object(twin_times))  # ranks x steps
+        log(f"Synchronous-step ceiling (no communication, each step waiting for the slowest "
+            f"rank): {steps.mean() / steps.max(axis=0).mean():.3f}")
     if args.ddp:
         torch.distributed.destroy_process_group()
 
