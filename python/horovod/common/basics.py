@@ -27,14 +27,14 @@ class HorovodBasics:
                                  "use; run every rank under horovodrun and use process sets "
                                  "for subsets of ranks")
         static_sets = None
-        if process_sets == "dynamic":
+        if isinstance(process_sets, str) and process_sets.lower() == "dynamic":
             os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
         elif process_sets is not None:
             static_sets = list(process_sets)
         was_initialized = _hvd.is_initialized()
         _hvd.init(util.env_flag("HOROVOD_ELASTIC"))
         if not was_initialized:
-            _ps._setup(static_sets)
+            _ps._setup(static_sets, util.env_flag("HOROVOD_DYNAMIC_PROCESS_SETS"))
         if not self._atexit_registered:
             atexit.register(self.shutdown)
             self._atexit_registered = True
@@ -53,7 +53,7 @@ class HorovodBasics:
         for hook in self._shutdown_hooks:
             hook()
         _ps._teardown()
-        _ps._setup(None)
+        _ps._setup(None, _ps._dynamic_enabled())
 
     def is_initialized(self):
         return _hvd.is_initialized()

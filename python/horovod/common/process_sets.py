@@ -61,12 +61,19 @@ global_process_set.process_set_id = 0
 _registered = {0: global_process_set}
 
 
+# Whether add/remove_process_set are allowed: decided at init, as Horovod's core reads
+# HOROVOD_DYNAMIC_PROCESS_SETS once (hvd.init(process_sets="dynamic") sets it).
+_dynamic = False
+
+
 def _dynamic_enabled():
-    return util.env_flag("HOROVOD_DYNAMIC_PROCESS_SETS")
+    return _dynamic
 
 
-def _setup(process_sets):
+def _setup(process_sets, dynamic):
     """After init: the global set's ranks, then the static sets, registered in order."""
+    global _dynamic
+    _dynamic = bool(dynamic)
     global_process_set.ranks = list(range(_hvd.size()))
     _registered.clear()
     _registered[0] = global_process_set
@@ -116,11 +123,9 @@ def add_process_set(process_set):
 
 def remove_process_set(process_set):
     """Unregister a process set added before (collective). Returns True when it was removed,
-    False for one that was not registered. The global set cannot be removed."""
-    if process_set.process_set_id is None:
-        return False
-    if process_set.process_set_id == 0:
-        raise ValueError("Attempted to remove the global process set")
+    False for one that was not registered and for the global set, which is never removed."""
+    if process_set.process_set_id in (None, 0):
+        return False  # not registered, or the global set (Horovod's answers)
     if not _dynamic_enabled():
         raise ValueError("Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to remove process sets")
     _hvd.remove_process_set(process_set.process_set_id)

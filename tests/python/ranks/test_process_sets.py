@@ -14,10 +14,15 @@ pytestmark = pytest.mark.skipif(int(os.environ.get("HOROVOD_SIZE", "1")) < 2,
 
 @pytest.fixture(scope="module", autouse=True)
 def dynamic_sets():
-    hvd.init()
+    # the mode is read at init (as Horovod's core does): start this module's world with it
+    if hvd.is_initialized():
+        hvd.shutdown()
     os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+    hvd.init()
     yield
     os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
+    hvd.shutdown()
+    hvd.init()
 
 
 def test_static_process_sets_at_init():
@@ -137,8 +142,9 @@ def test_registration_errors():
     with pytest.raises(ValueError):
         hvd.add_process_set(hvd.ProcessSet([1]))  # the same ranks again
     hvd.remove_process_set(ps)
-    with pytest.raises(ValueError):
-        hvd.remove_process_set(hvd.global_process_set)
+    # Horovod's answer for the global set: False, nothing removed
+    assert hvd.remove_process_set(hvd.global_process_set) is False
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
 
 
 def test_mismatched_registration_fails_on_every_rank():
@@ -151,10 +157,34 @@ def test_mismatched_registration_fails_on_every_rank():
     hvd.remove_process_set(ps)
 
 
-def test_dynamic_sets_need_the_variable():
+def test_dynamic_sets_need_the_variable_at_init():
+    # changing the variable after init changes nothing (Horovod reads it once)
     os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "0"
+    ps = hvd.add_process_set([0])
+    assert hvd.remove_process_set(ps)
+    hvd.shutdown()
+    hvd.init()
     try:
         with pytest.raises(ValueError, match="HOROVOD_DYNAMIC_PROCESS_SETS"):
-            hvd.add_process_set([0, 1])
+            hvd.add_process_set([0])
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+        with pytest.raises(ValueError, match="HOROVOD_DYNAMIC_PROCESS_SETS"):
+            hvd.add_process_set([0])
     finally:
         os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+        hvd.shutdown()
+        hvd.init()
+
+
+def test_init_dynamic_argument():
+    hvd.shutdown()
+    os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
+    try:
+        hvd.init(process_sets="DYNAMIC")
+        ps = hvd.add_process_set([0])
+        assert ps.included() == (hvd.rank() == 0)
+        assert hvd.remove_process_set(ps)
+    finally:
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+        hvd.shutdown()
+        hvd.init()
