@@ -30,6 +30,9 @@ HVD_API const char *hvd_last_error(void);
 /* Version of libhvd as "MAJOR.MINOR.PATCH"; static storage. */
 HVD_API const char *hvd_version(void);
 
+/* Bytes of one element of dtype; 0 for a value that is no hvd_dtype_t. Does not block. */
+HVD_API size_t hvd_dtype_size(hvd_dtype_t dtype);
+
 /* Options of hvd_init_ex. Zero (or hvd_config_init) means "from the environment, else the
  * default" for every field, so a zero-initialised struct behaves exactly like hvd_init. */
 typedef struct {

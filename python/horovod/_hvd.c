@@ -130,27 +130,6 @@ static PyObject *pending_outputs;
 
 /* ---- arguments ---- */
 
-static size_t dtype_size(int dtype) {
-    switch (dtype) {
-    case HVD_UINT8:
-    case HVD_INT8:
-    case HVD_BOOL:
-        return 1;
-    case HVD_UINT16:
-    case HVD_INT16:
-    case HVD_FLOAT16:
-    case HVD_BFLOAT16:
-        return 2;
-    case HVD_INT32:
-    case HVD_FLOAT32:
-        return 4;
-    case HVD_INT64:
-    case HVD_FLOAT64:
-        return 8;
-    }
-    return 0;
-}
-
 /* A tuple or list of ints into a malloc'd int64 array of exactly want entries (want < 0:
  * any length, stored in *n_p). */
 static int64_t *int64_array(PyObject *seq, Py_ssize_t want, int *n_p, const char *what) {
@@ -251,7 +230,7 @@ static int parse_item(PyObject *item, hvd_tensor_op_t *o, int64_t **shape_p, int
         o->splits = *splits_p;
     }
     if (allocate) {
-        size_t es = dtype_size(dtype);
+        size_t es = hvd_dtype_size((hvd_dtype_t)dtype);
         if (!es) {
             PyErr_Format(PyExc_ValueError, "enqueue: unknown dtype %d", dtype);
             return -1;

@@ -1,5 +1,7 @@
 #include "collectives/dtype.h"
 
+#include <hvd/hvd.h>
+
 #include <string.h>
 
 size_t hvd__dtype_size(hvd_dtype_t dtype) {
@@ -21,6 +23,10 @@ size_t hvd__dtype_size(hvd_dtype_t dtype) {
         return 8;
     }
     return 0;
+}
+
+size_t hvd_dtype_size(hvd_dtype_t dtype) {
+    return hvd__dtype_size(dtype);
 }
 
 const char *hvd__dtype_name(hvd_dtype_t dtype) {

@@ -180,6 +180,24 @@ static void test_all_dtypes_ops_counts(void **state) {
     assert_true(checked > 100000);
 }
 
+/* The public size (the Python binding's) against the C types themselves. */
+static void test_public_dtype_size(void **state) {
+    (void)state;
+    assert_int_equal(hvd_dtype_size(HVD_UINT8), sizeof(uint8_t));
+    assert_int_equal(hvd_dtype_size(HVD_INT8), sizeof(int8_t));
+    assert_int_equal(hvd_dtype_size(HVD_UINT16), sizeof(uint16_t));
+    assert_int_equal(hvd_dtype_size(HVD_INT16), sizeof(int16_t));
+    assert_int_equal(hvd_dtype_size(HVD_INT32), sizeof(int32_t));
+    assert_int_equal(hvd_dtype_size(HVD_INT64), sizeof(int64_t));
+    assert_int_equal(hvd_dtype_size(HVD_FLOAT16), 2);
+    assert_int_equal(hvd_dtype_size(HVD_BFLOAT16), 2);
+    assert_int_equal(hvd_dtype_size(HVD_FLOAT32), sizeof(float));
+    assert_int_equal(hvd_dtype_size(HVD_FLOAT64), sizeof(double));
+    assert_int_equal(hvd_dtype_size(HVD_BOOL), 1);
+    assert_int_equal(hvd_dtype_size((hvd_dtype_t)99), 0);
+    assert_int_equal(hvd_dtype_size((hvd_dtype_t)-1), 0);
+}
+
 static void test_check(void **state) {
     (void)state;
     assert_int_equal(hvd__reduce_check(HVD_FLOAT32, HVD_ADASUM), HVD_ERR_INVALID_ARG);
@@ -245,6 +263,7 @@ static void test_round_once(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_dtypes_ops_counts),
+        cmocka_unit_test(test_public_dtype_size),
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_round_once),
