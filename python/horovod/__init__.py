@@ -7,3 +7,5 @@ inspector, elastic) through one extension module, horovod._hvd.
 __version__ = "0.28.1"
 # hvd's own version, for those who need to tell it from Horovod
 runtime = "hvd"
+
+from horovod.runner import run  # noqa: E402  (Horovod's horovod.run)

@@ -147,3 +147,25 @@ def test_dynamic_timeline_starts_only_through_the_api(tmp_path):
     # the Python layer names an allreduce "allreduce.<name>", as Horovod does
     assert "allreduce.while.on" in names, names
     assert not {"allreduce.before.start", "allreduce.after.stop"} & names, names
+
+
+def test_horovod_run_function_api():
+    """horovod.run: every rank's return value in rank order, args and kwargs, the deprecated
+    np spelling, a failing rank as RuntimeError with horovodrun's report, bad arguments as
+    ValueError. horovodrun is found next to the package (it is not on PATH here)."""
+    script = os.path.join(SOURCE, "tests/python/jobs/run_api.py")
+    env = job_env()
+    env["PATH"] = "/usr/bin:/bin"
+    r = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
+                       timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+    assert line, r.stdout + r.stderr
+    out = json.loads(line[0][len("RESULT "):])
+    assert out["results"] == [{"rank": 0, "size": 2, "value": 3.0},
+                              {"rank": 1, "size": 2, "value": 3.0}]
+    assert out["np_alias"] == [{"rank": r_, "size": 3, "value": 3.0} for r_ in range(3)]
+    assert any("np is deprecated" in w for w in out["warned"]), out["warned"]
+    assert out["failed"] and "exited with status 1" in out["failed"], out["failed"]
+    assert "rank one gives up" in r.stdout + r.stderr  # the failing rank's traceback
+    assert out["both"] == "Argument hosts and hostfile only allow one provided."
