@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install what is missing, build with warnings as errors
-# and run every test; fuzz every parser for a bounded time; then build with ASan+UBSan and run
+# and run every test; fuzz every parser for a bounded time; run the engine's and the
+# shared-memory transport's tests under ThreadSanitizer; then build with ASan+UBSan and run
 # every test again. Exit status 0 only if all pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,16 @@ cmake --build build-fuzz -j "$jobs" --target fuzz_http_head fuzz_scope_decode fu
   fuzz_elastic_msg \
   >/dev/null
 echo "=== fuzz: build-fuzz"
-(cd build-fuzz && ctest --output-on-failure -L fuzz)
+# (two at a time on two cores: each target still gets its time, at half the executions)
+(cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz)
+
+# ThreadSanitizer over the engine's threads and the shared-memory transport: the tests
+# labelled tsan (tests/mrank/mrank.cmake), on a build of just what they run.
+echo "=== configure + build: build-tsan (-DHVD_TSAN=ON)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_WERROR=ON -DHVD_TSAN=ON >/dev/null
+cmake --build build-tsan -j "$jobs" --target horovodrun collectives_check async_check >/dev/null
+echo "=== test: build-tsan"
+(cd build-tsan && TSAN_OPTIONS=second_deadlock_stack=1 ctest --output-on-failure -j "$jobs" --timeout 300 -L tsan)
 
 # ASan/UBSan: abort on the first report so a finding fails the test that caused it.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

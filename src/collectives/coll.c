@@ -17,7 +17,7 @@ void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t ou
         return;
     char digits[16], num[16];
     int n = 0;
-    unsigned v = g->seq;
+    unsigned v = __atomic_load_n(&g->seq, __ATOMIC_RELAXED); /* group.c: next_seq */
     do {
         digits[n++] = (char)('0' + v % 10);
         v /= 10;

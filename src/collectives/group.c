@@ -309,9 +309,15 @@ static hvd_status_t arena_sigs(hvd_group_t *g, hvd_arena_t *a, const int *idx, h
     return st;
 }
 
+/* Only the thread running the group's collectives advances seq, but a caller validating its
+ * arguments on another thread reads it for its messages (hvd__coll_what): atomic, relaxed. */
+static uint32_t next_seq(hvd_group_t *g) {
+    return __atomic_fetch_add(&g->seq, 1, __ATOMIC_RELAXED);
+}
+
 hvd_status_t hvd__group_arena_agree(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *mine,
                                     const char *what) {
-    mine->seq = g->seq++;
+    mine->seq = next_seq(g);
     g->agreed = 0;
     return arena_sigs(g, a, idx, mine, what);
 }
@@ -319,7 +325,7 @@ hvd_status_t hvd__group_arena_agree(hvd_group_t *g, hvd_arena_t *a, const int *i
 hvd_status_t hvd__group_agree(hvd_group_t *g, hvd_sig_t *mine, const void *data, const size_t *lens,
                               const size_t *offs, void *gathered, void *stage, const char *what) {
     int p = g->size, me = g->rank;
-    mine->seq = g->seq++;
+    mine->seq = next_seq(g);
     int agreed = g->agreed;
     g->agreed = 0;
     if (agreed && !lens && !(mine->flags & HVD_SIG_INVALID))

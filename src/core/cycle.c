@@ -644,7 +644,7 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
      * thread's wait for the cycle messages is quiet: data moves at full speed, whichever
      * thread moves it. */
     if (e->ctx->tp)
-        e->ctx->tp->quiet = 0;
+        __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     if (posted) {
         char missing[1024];
         int inline_path, agreed;

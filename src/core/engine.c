@@ -158,7 +158,7 @@ static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
         e->in_background = quiet;
         st = hvd__engine_cycle(e);
         if (e->ctx->tp)
-            e->ctx->tp->quiet = 0;
+            __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     }
     return st;
 }

@@ -98,3 +98,13 @@ foreach(np 2 3 4)
 endforeach()
 hvd_async_test(shutdown 2)
 hvd_async_test(shutdown 3)
+
+# ThreadSanitizer (scripts/run-tests.sh builds with -DHVD_TSAN=ON and runs `ctest -L tsan`):
+# the engine's threads (callers, waiters and the background thread: threads, fusion, order,
+# shutdown, the error paths, re-initialisation) and the shared-memory transport with its host
+# arena (collectives at np 4). TSan sees each process's threads; what ranks share across
+# processes it cannot see, which the conformance and fault tests cover.
+set_property(TEST mrank.async_threads_np2 mrank.async_threads_np4 mrank.async_fusion_np2
+             mrank.async_order_np3 mrank.async_shutdown_np2 mrank.async_mismatch_np3
+             mrank.async_join_np2 mrank.async_partial_np3 mrank.reinit_np2
+             mrank.collectives_np4 APPEND PROPERTY LABELS tsan)
