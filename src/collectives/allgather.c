@@ -3,6 +3,7 @@
 #include "collectives/coll.h"
 #include "collectives/dtype.h"
 #include "collectives/ring.h"
+#include "collectives/shm_coll.h"
 #include "common/error.h"
 
 #include <string.h>
@@ -59,6 +60,8 @@ hvd_status_t hvd__coll_allgather(hvd_group_t *g, const void *send, void *recv, c
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
     if (st != HVD_OK)
         return st;
+    if (g->hier_grid && total >= g->hier_ag_min_bytes)
+        return hvd__shm_hier_allgather(g, send, recv, what);
     /* The ring moves whole elements; blocks are laid out in bytes, so use a byte dtype. */
     char *own = (char *)recv + g->offs[me];
     if (own != (const char *)send && g->lens[me])

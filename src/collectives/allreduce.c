@@ -173,7 +173,7 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
-    if (g->hier_local)
+    if (g->hier_local && bytes >= g->hier_min_bytes)
         return hvd__shm_hier_allreduce(g, &sig, send, recv, count, dtype, op, prescale, postscale,
                                        what);
     const int *idx;

@@ -44,6 +44,7 @@ void hvd__group_fini(hvd_group_t *g) {
     free(g->vbuf);
     free(g->vpos);
     free(g->arena_idx);
+    free(g->hier_grid);
     memset(g, 0, sizeof *g);
 }
 

@@ -66,10 +66,16 @@ typedef struct hvd_group {
     int *arena_idx;
     int arena_looked; /* 1 once looked up */
     /* Set by the core on the global group of a job on several hosts with the same number of
-     * ranks each, every host with its arena: allreduce goes hierarchically (shm_coll.h),
+     * ranks each, every host with its arena (else NULL: everything flat). Allreduces of at
+     * least hier_min_bytes (in the working dtype) go hierarchically (shm_coll.h):
      * reduce-scatter inside each host (hier_local), allreduce across hosts between ranks of
-     * equal local rank (hier_cross), allgather inside each host. NULL: flat. */
+     * equal local rank (hier_cross), allgather inside each host. Allgathers of at least
+     * hier_ag_min_bytes in all go across hosts first (each rank's block to the ranks of
+     * equal local rank), then inside each host. SIZE_MAX: that collective stays flat.
+     * hier_grid[h * L + j] is the group rank of local rank j on host h (cross rank h). */
     struct hvd_group *hier_local, *hier_cross;
+    size_t hier_min_bytes, hier_ag_min_bytes;
+    int *hier_grid;
 } hvd_group_t;
 
 /* members (copied) lists the global ranks of the group in group-rank order; rank is this

@@ -43,4 +43,11 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
                                      size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                      double prescale, double postscale, const char *what);
 
+/* Allgather(v) on a group with hier_grid set (group.h), after its agreement, g->lens/offs
+ * holding every rank's block in bytes: each rank's block goes to the ranks of equal local
+ * rank on the other hosts (hier_cross, over the transport), then every rank's collection of
+ * those ("bundle") to the other ranks of its host through the arena, a slot at a time. */
+hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv,
+                                     const char *what);
+
 #endif

@@ -97,3 +97,74 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
     hvd__allreduce_finish(part, mine, dtype, op, g->size, postscale);
     return host_allgather(lg, a, idx, part, recv, poff, plen, dtype, what);
 }
+
+/* Local rank j's bundle is the blocks of local rank j on every host, in host order. Bytes
+ * [at, at + n) of it, from src, to their blocks' places in recv (g->lens/offs: bytes). */
+static void bundle_scatter(const hvd_group_t *g, int hosts, int j, size_t at, const uint8_t *src,
+                           size_t n, uint8_t *recv) {
+    int L = g->hier_local->size;
+    size_t pos = 0;
+    for (int h = 0; h < hosts && n; h++) {
+        int r = g->hier_grid[h * L + j];
+        size_t len = g->lens[r];
+        if (at < pos + len) {
+            size_t skip = at - pos, take = len - skip < n ? len - skip : n;
+            memcpy(recv + g->offs[r] + skip, src, take);
+            src += take;
+            at += take;
+            n -= take;
+        }
+        pos += len;
+    }
+}
+
+static size_t bundle_len(const hvd_group_t *g, int hosts, int j) {
+    size_t n = 0;
+    for (int h = 0; h < hosts; h++)
+        n += g->lens[g->hier_grid[h * g->hier_local->size + j]];
+    return n;
+}
+
+hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv,
+                                     const char *what) {
+    hvd_group_t *lg = g->hier_local, *cg = g->hier_cross;
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(lg, &idx);
+    if (!a)
+        return hvd__error_set(HVD_ERR_PROTOCOL, "%s: the host's arena is gone", what);
+    int L = lg->size, H = cg->size, me = lg->rank;
+    /* 1. Across hosts: this rank's block to the ranks of equal local rank, which gives it its
+     * bundle. */
+    size_t *counts = hvd__group_scratch(g, 1, (size_t)H * sizeof *counts);
+    size_t mine = bundle_len(g, H, me);
+    uint8_t *bundle = hvd__group_scratch(g, 0, mine);
+    if (!counts || !bundle)
+        return HVD_ERR_NO_MEMORY;
+    for (int h = 0; h < H; h++)
+        counts[h] = g->lens[g->hier_grid[h * L + me]];
+    hvd_status_t st = hvd__coll_allgather(cg, send, bundle, counts, 0, HVD_UINT8);
+    if (st != HVD_OK)
+        return hvd__error_wrap(st, "%s, between hosts", what);
+    bundle_scatter(g, H, me, 0, bundle, mine, recv);
+    /* 2. Inside the host: every rank's bundle, a slot at a time. */
+    size_t c = a->data_bytes, most = 0;
+    for (int j = 0; j < L; j++) {
+        size_t n = bundle_len(g, H, j);
+        most = n > most ? n : most;
+    }
+    for (size_t at = 0; at < most; at += c) {
+        if (mine > at)
+            memcpy(hvd__arena_data(a, a->self), bundle + at, mine - at < c ? mine - at : c);
+        st = hvd__arena_step(a);
+        if (st != HVD_OK)
+            return hvd__group_arena_failed(lg, st, what);
+        for (int j = 0; j < L; j++) {
+            size_t n = bundle_len(g, H, j);
+            if (j != me && n > at)
+                bundle_scatter(g, H, j, at, hvd__arena_data(a, idx[j]), n - at < c ? n - at : c,
+                               recv);
+        }
+        hvd__arena_flip(a);
+    }
+    return HVD_OK;
+}

@@ -37,8 +37,8 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_FUSION_THRESHOLD", HVD_PARAM_INT, "134217728", 0, 9.2e18, W, OFF(fusion_threshold), "Fusion buffer size in bytes; 0 disables fusion."},
     {"HOROVOD_CYCLE_TIME", HVD_PARAM_FLOAT, "1", 0, 1e9, W, OFF(cycle_time_ms), "Background cycle time in milliseconds."},
     {"HOROVOD_CACHE_CAPACITY", HVD_PARAM_INT, "1024", 0, IMAX, W, OFF(cache_capacity), "Response cache entries; 0 disables the cache."},
-    {"HOROVOD_HIERARCHICAL_ALLREDUCE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(hierarchical_allreduce), "Hierarchical allreduce (local, then cross)."},
-    {"HOROVOD_HIERARCHICAL_ALLGATHER", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(hierarchical_allgather), "Hierarchical allgather."},
+    {"HOROVOD_HIERARCHICAL_ALLREDUCE", HVD_PARAM_BOOL, "auto", -1, 0, W, OFF(hierarchical_allreduce), "Hierarchical allreduce (inside each host, then across hosts): 1 always, 0 never, auto (default, -1 here) where it is faster for the job's shape and the size."},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", HVD_PARAM_BOOL, "auto", -1, 0, W, OFF(hierarchical_allgather), "Hierarchical allgather (inside each host, then across hosts): 1 always, 0 never, auto (default, -1 here) where it is faster for the job's shape and the size."},
     {"HOROVOD_TORUS_ALLREDUCE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(torus_allreduce), "Torus allreduce."},
     {"HOROVOD_AUTOTUNE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(autotune), "Tune fusion threshold and cycle time at run time."},
     {"HOROVOD_AUTOTUNE_LOG", HVD_PARAM_STR, NULL, 0, 0, W, OFF(autotune_log), "CSV file for autotune samples (rank 0)."},
@@ -127,10 +127,13 @@ static hvd_status_t set_one(hvd_params_t *p, const hvd_param_def_t *d, const cha
         return HVD_OK;
     }
     case HVD_PARAM_BOOL:
+        /* min -1 marks a switch that may also be left to hvd: "auto" reads as -1 */
+        if (d->min < 0 && strcasecmp(value, "auto") == 0)
+            return *(int *)field = -1, HVD_OK;
         if (parse_bool(value, (int *)field) != 0)
-            return hvd__error_set(HVD_ERR_INVALID_ARG,
-                                  "%s='%s' is not a boolean (use 0/1 or true/false)", d->name,
-                                  value);
+            return hvd__error_set(HVD_ERR_INVALID_ARG, "%s='%s' is not a boolean (use 0/1%s)",
+                                  d->name, value,
+                                  d->min < 0 ? ", true/false or auto" : " or true/false");
         return HVD_OK;
     case HVD_PARAM_LOGLEVEL:
         /* Horovod falls back to warning for unknown levels; so do we, without failing. */

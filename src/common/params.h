@@ -43,7 +43,8 @@ typedef struct hvd_params {
     long long fusion_threshold;
     double cycle_time_ms;
     int cache_capacity;
-    int hierarchical_allreduce, hierarchical_allgather, torus_allreduce;
+    int hierarchical_allreduce, hierarchical_allgather; /* 1, 0, or -1: auto */
+    int torus_allreduce;
     int autotune;
     char *autotune_log;
     int autotune_warmup_samples, autotune_steps_per_sample, autotune_bayes_opt_max_samples;

@@ -404,25 +404,89 @@ static hvd_status_t make_solo_groups(hvd_context_t *c) {
     return st;
 }
 
-/* HOROVOD_HIERARCHICAL_ALLREDUCE on a job of several hosts with the same number (at least
- * two) of ranks each: the global group's allreduce goes hierarchically (shm_coll.h) when
- * every host has its arena, which the ranks agree on here (one small allreduce). */
-static hvd_status_t plan_hierarchical(hvd_context_t *c) {
+/* Sizes from which allreduce and allgather go hierarchically when HOROVOD_HIERARCHICAL_* is
+ * left to hvd (auto), in KiB. Measured across network-namespace hosts on one machine
+ * (tools/compare_hosts.sh; README, "Hierarchical collectives"): with two hosts the
+ * hierarchical allreduce is level or ahead from 256 KiB, with three only from 32 MiB (at
+ * 4-16 MiB its three-way exchange between hosts is slower than the flat ring); the
+ * hierarchical allgather is ahead only from 32 MiB. */
+#define HIER_AUTO_AR_KIB_2HOSTS 256
+#define HIER_AUTO_AR_KIB 32768
+#define HIER_AUTO_AG_KIB 32768
+
+/* The group rank of local rank j on host h at grid[h * L + j], from every rank's place; NULL
+ * when the places do not form that grid (a host whose ranks have different cross ranks). */
+static int *hier_grid(const hvd_context_t *c, const rank_info_t *infos) {
+    int L = c->local.size, H = c->cross.size, n = c->params.size;
+    int *grid = malloc((size_t)n * sizeof *grid);
+    if (!grid || L * H != n)
+        return free(grid), NULL;
+    for (int i = 0; i < n; i++)
+        grid[i] = -1;
+    for (int r = 0; r < n; r++) {
+        const rank_info_t *in = &infos[r];
+        int h = in->cross_rank, j = in->local_rank;
+        if (h < 0 || h >= H || j < 0 || j >= L || grid[h * L + j] >= 0)
+            return free(grid), NULL;
+        grid[h * L + j] = r;
+    }
+    for (int h = 0; h < H; h++)
+        for (int j = 1; j < L; j++)
+            if (strcmp(infos[grid[h * L]].addr.host, infos[grid[h * L + j]].addr.host))
+                return free(grid), NULL;
+    return grid;
+}
+
+static size_t hier_min(int setting, size_t auto_kib) {
+    return setting > 0 ? 0 : setting < 0 ? auto_kib * 1024 : SIZE_MAX;
+}
+
+/* HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER (1, or auto) on a job of several hosts with the
+ * same number (at least two) of ranks each: the global group's allreduce and allgather go
+ * hierarchically (shm_coll.h), always or from the auto sizes on, when every host has its
+ * arena, which the ranks agree on here (one small allreduce). */
+static hvd_status_t plan_hierarchical(hvd_context_t *c, const rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
-    if (!p->hierarchical_allreduce || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
+    int ar = p->hierarchical_allreduce, ag = p->hierarchical_allgather;
+    if ((!ar && !ag) || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
         return HVD_OK;
     const int *idx;
-    int32_t mine = hvd__group_arena(&c->local, &idx) != NULL, all = 0;
-    hvd_status_t st = hvd__coll_allreduce(&c->global, &mine, &all, 1, HVD_INT32, HVD_MIN, 1.0, 1.0);
-    if (st != HVD_OK)
+    int *grid = hier_grid(c, infos);
+    /* every host has its arena; every rank sees the ranks form a grid of hosts x local ranks */
+    int32_t mine[2] = {hvd__group_arena(&c->local, &idx) != NULL, grid != NULL}, all[2] = {0, 0};
+    hvd_status_t st = hvd__coll_allreduce(&c->global, mine, all, 2, HVD_INT32, HVD_MIN, 1.0, 1.0);
+    if (st != HVD_OK || !all[0]) {
+        free(grid);
+        if (st == HVD_OK)
+            HVD_LOG_D("rank %d: allreduce and allgather flat: not every host has a shared-memory "
+                      "arena",
+                      p->rank);
         return st;
-    if (all) {
-        c->global.hier_local = &c->local;
-        c->global.hier_cross = &c->cross;
     }
-    HVD_LOG_D("rank %d: allreduce %s", p->rank,
-              all ? "hierarchical: in each host's shared memory, then across hosts"
-                  : "flat: not every host has a shared-memory arena");
+    if (!all[1]) {
+        free(grid);
+        grid = NULL;
+        ag = 0;
+        HVD_LOG_D("rank %d: allgather flat: the ranks' cross ranks do not follow their hosts",
+                  p->rank);
+    }
+    hvd_group_t *g = &c->global;
+    g->hier_local = &c->local;
+    g->hier_cross = &c->cross;
+    g->hier_grid = grid;
+    size_t ar_kib = c->cross.size == 2 ? HIER_AUTO_AR_KIB_2HOSTS : HIER_AUTO_AR_KIB;
+    g->hier_min_bytes = hier_min(ar, ar_kib);
+    g->hier_ag_min_bytes = hier_min(ag, HIER_AUTO_AG_KIB);
+    static const char *const how[] = {"flat", "hierarchical: in each host's shared memory, then "
+                                              "across hosts"};
+    if (ar >= 0)
+        HVD_LOG_D("rank %d: allreduce %s", p->rank, how[ar]);
+    else
+        HVD_LOG_D("rank %d: allreduce hierarchical from %zu KiB (auto)", p->rank, ar_kib);
+    if (ag >= 0)
+        HVD_LOG_D("rank %d: allgather %s", p->rank, how[ag]);
+    else
+        HVD_LOG_D("rank %d: allgather hierarchical from %d KiB (auto)", p->rank, HIER_AUTO_AG_KIB);
     return HVD_OK;
 }
 
@@ -518,7 +582,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     /* Collectives among exactly this host's ranks run in its shared-memory arena. */
     if (st == HVD_OK &&
         ((st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK ||
-         (st = plan_hierarchical(c)) != HVD_OK)) {
+         (st = plan_hierarchical(c, infos)) != HVD_OK)) {
         hvd__group_fini(&c->global);
         hvd__group_fini(&c->local);
         hvd__group_fini(&c->cross);

@@ -10,9 +10,10 @@
 #  (c) a rank SIGSTOPped in the middle of allreduces in the host arena: the others fail
 #      with HVD_ERR_TIMEOUT naming it after HOROVOD_GLOO_TIMEOUT_SECONDS, and nothing of the
 #      job is left (a killed rank is e2e.core_faults' case (a), which runs in the arena too);
-#  (d) HOROVOD_HIERARCHICAL_ALLREDUCE=1 on two hosts of two ranks (host names 127.0.0.1 and
-#      127.0.0.2 on this machine: two arenas, TCP between them): every rank says its allreduce
-#      is hierarchical, and the conformance check passes.
+#  (d) hierarchical collectives on pseudo-hosts (host names 127.0.0.x on this machine: an
+#      arena each, TCP between them): HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER=1 on three
+#      hosts of two ranks, left to hvd (auto) on two, and 0: every rank says how its allreduce
+#      and allgather go, and the conformance check passes.
 source "$(dirname "$0")/lib.sh"
 
 CHECK="$HVD_BUILD_DIR/tests/mrank/collectives_check"
@@ -81,12 +82,28 @@ expect_contains "a survivor's error" "$(cat "$TMP/err")" \
 ((took <= 10)) || fail "the survivors failed ${took} s after rank 1 stopped"
 wait_until 10 no_procs_with "^$PERF -b 4K" || fail "ranks survived the failed job"
 
-# ---- (d) hierarchical allreduce -------------------------------------------------------------
-HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_LOG_LEVEL=debug run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 \
-  "$CHECK" --quick
+# ---- (d) hierarchical allreduce and allgather ------------------------------------------------
+# forced on, three hosts of two ranks
+HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_HIERARCHICAL_ALLGATHER=1 HOROVOD_LOG_LEVEL=debug \
+  run_hvd -np 6 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2 "$CHECK" --quick
 expect_eq "hierarchical run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
-hier=$(grep -c "allreduce hierarchical: in each host's shared memory" "$TMP/out" || true)
-expect_eq "ranks with a hierarchical allreduce" 4 "$hier"
+for coll in allreduce allgather; do
+  hier=$(grep -c "$coll hierarchical: in each host's shared memory" "$TMP/out" || true)
+  expect_eq "ranks with a hierarchical $coll" 6 "$hier"
+done
 grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "hierarchical: $(grep checks "$TMP/out")"
+# left to hvd (the default): hierarchical from a size on, flat below; --quick's sizes span it
+HOROVOD_LOG_LEVEL=debug run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 "$CHECK" --quick
+expect_eq "auto hierarchical run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
+for coll in allreduce allgather; do
+  hier=$(grep -c "$coll hierarchical from [0-9]* KiB (auto)" "$TMP/out" || true)
+  expect_eq "ranks with an automatic hierarchical $coll" 4 "$hier"
+done
+grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "auto hierarchical: $(grep checks "$TMP/out")"
+# 0: flat, whatever the size
+HOROVOD_HIERARCHICAL_ALLREDUCE=0 HOROVOD_HIERARCHICAL_ALLGATHER=0 HOROVOD_LOG_LEVEL=debug \
+  run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 "$HVD_BUILD_DIR/examples/hello"
+expect_eq "flat run exit" 0 "$RC"
+expect_not_contains "flat run log" "$(cat "$TMP/out")" "hierarchical"
 
 pass

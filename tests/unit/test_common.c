@@ -177,6 +177,32 @@ static void test_params_values(void **state) {
     assert_null(p.timeline);
 }
 
+/* The hierarchical switches: auto (-1) unless set, and then what they say. */
+static void test_params_auto_switches(void **state) {
+    (void)state;
+    static const char *const none[] = {NULL};
+    fake_env = none;
+    hvd_params_t p;
+    assert_int_equal(hvd__params_load(&p, fake_lookup, NULL), HVD_OK);
+    assert_int_equal(p.hierarchical_allreduce, -1);
+    assert_int_equal(p.hierarchical_allgather, -1);
+    hvd__params_fini(&p);
+    static const char *const set[] = {"HOROVOD_HIERARCHICAL_ALLREDUCE=0",
+                                      "HOROVOD_HIERARCHICAL_ALLGATHER=true", NULL};
+    fake_env = set;
+    assert_int_equal(hvd__params_load(&p, fake_lookup, NULL), HVD_OK);
+    assert_int_equal(p.hierarchical_allreduce, 0);
+    assert_int_equal(p.hierarchical_allgather, 1);
+    hvd__params_fini(&p);
+    static const char *const autos[] = {"HOROVOD_HIERARCHICAL_ALLREDUCE=AUTO",
+                                        "HOROVOD_HIERARCHICAL_ALLGATHER=1", NULL};
+    fake_env = autos;
+    assert_int_equal(hvd__params_load(&p, fake_lookup, NULL), HVD_OK);
+    assert_int_equal(p.hierarchical_allreduce, -1);
+    assert_int_equal(p.hierarchical_allgather, 1);
+    hvd__params_fini(&p);
+}
+
 static void expect_bad(const char *assignment, const char *needle) {
     const char *env[] = {assignment, NULL};
     fake_env = env;
@@ -196,6 +222,11 @@ static void test_params_errors(void **state) {
     expect_bad("HOROVOD_RANK=99999999999", "HOROVOD_RANK");
     expect_bad("HOROVOD_CYCLE_TIME=fast", "HOROVOD_CYCLE_TIME='fast' is not a number");
     expect_bad("HOROVOD_ELASTIC=maybe", "HOROVOD_ELASTIC='maybe' is not a boolean");
+    /* only the switches hvd may decide take "auto" */
+    expect_bad("HOROVOD_ELASTIC=auto", "HOROVOD_ELASTIC='auto' is not a boolean (use 0/1 or");
+    expect_bad("HOROVOD_HIERARCHICAL_ALLREDUCE=maybe",
+               "HOROVOD_HIERARCHICAL_ALLREDUCE='maybe' is not a boolean (use 0/1, true/false or "
+               "auto)");
     expect_bad("HOROVOD_GLOO_RENDEZVOUS_PORT=70000", "HOROVOD_GLOO_RENDEZVOUS_PORT");
     expect_bad("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=1.5", "out of range");
     /* an unknown log level means warning, as in Horovod */
@@ -231,11 +262,11 @@ static void test_clock(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_names),    cmocka_unit_test(test_error_thread_local),
-        cmocka_unit_test(test_api_before_init), cmocka_unit_test(test_log_format),
-        cmocka_unit_test(test_params_defaults), cmocka_unit_test(test_params_values),
-        cmocka_unit_test(test_params_errors),   cmocka_unit_test(test_params_table_unique),
-        cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_status_names),        cmocka_unit_test(test_error_thread_local),
+        cmocka_unit_test(test_api_before_init),     cmocka_unit_test(test_log_format),
+        cmocka_unit_test(test_params_defaults),     cmocka_unit_test(test_params_values),
+        cmocka_unit_test(test_params_errors),       cmocka_unit_test(test_params_auto_switches),
+        cmocka_unit_test(test_params_table_unique), cmocka_unit_test(test_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
