@@ -2,7 +2,10 @@
 # Faults in the middle of collectives, with tests/mrank/collectives_check as the job:
 #  (a) a rank SIGKILLed mid-allreduce: every survivor gets HVD_ERR_PEER_LOST within 1 s;
 #  (b) a rank SIGSTOPped: every survivor gets HVD_ERR_TIMEOUT within the timeout + 1 s;
-#  (c) strangers on the workers' data-plane ports (garbage, silence): the job is unaffected.
+#  (c) strangers on the workers' data-plane ports (garbage, silence) and on their same-host
+#      listeners (abstract unix sockets: garbage with file descriptors attached, a forged
+#      HELLO with a memfd, descriptors alone, silence; tests/e2e/unix_stranger.py): the job is
+#      unaffected.
 # horovodrun SIGTERMs every rank once one dies; in the fault modes the ranks ignore SIGTERM, so
 # what they report is the library's doing, and they write it to files before anything else.
 source "$(dirname "$0")/lib.sh"
@@ -148,6 +151,16 @@ for ((r = 0; r < np; r++)); do
   done
 done
 echo "data-plane ports: ${ports[*]}"
+# each rank's same-host listener: an abstract unix socket named after its TCP address
+unames=()
+for p in "${ports[@]}"; do
+  n=$(grep -oE "@hvd-data-[0-9.]+:$p\$" /proc/net/unix | head -1 || true)
+  [[ -n $n ]] || fail "no same-host listener for port $p: $(grep -o '@hvd-data-.*' /proc/net/unix)"
+  unames+=("${n#@}")
+done
+/usr/bin/python3 "$(dirname "$0")/unix_stranger.py" --until-pid "$JOB_PID" "${unames[@]}" \
+  >"$TMP/unix_strangers.out" 2>&1 &
+unix_pid=$!
 # silent strangers: connect, say nothing, stay connected until the job ends
 silent=()
 for p in "${ports[@]}"; do
@@ -181,6 +194,13 @@ JOB_PID=
 kill "$pester_pid" 2>/dev/null || true
 wait "$pester_pid" 2>/dev/null || true
 for fd in "${silent[@]}"; do exec {fd}>&-; done
+wait "$unix_pid" || fail "unix_stranger.py failed: $(cat "$TMP/unix_strangers.out")"
+strangers=$(cat "$TMP/unix_strangers.out")
+echo "$strangers"
+# every listener had at least a forged HELLO with a memfd and a message of descriptors
+[[ $strangers =~ hello=([0-9]+)\ fds=([0-9]+) ]] || fail "unix strangers: $strangers"
+((BASH_REMATCH[1] >= ${#unames[@]} && BASH_REMATCH[2] >= ${#unames[@]})) ||
+  fail "too few unix strangers got in: $strangers"
 OUT=$(cat "$TMP/soak.out")
 ERR=$(cat "$TMP/soak.err")
 expect_eq "soak job with strangers: exit code (stderr: $ERR)" 0 "$RC"
