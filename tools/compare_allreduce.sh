@@ -4,17 +4,22 @@
 # sizes and reports, per size, the median per-iteration time (the largest of the ranks' medians)
 # and how many result elements were wrong. A benchmark, not a test: a missing peer is skipped.
 #
-# Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4"] [--only hvd,mpi,mpishm,mpich,gloo]
+# Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4" | --hosts "h1:2,h2:2 ..."]
+#          [--only hvd,hvdflat,hvdhier,mpi,mpishm,mpich,gloo]
 #          [-b MIN -e MAX -f FACTOR | --sizes "8 1M 64M"] [-n ITERS] [-w WARMUP]
 #          [--out DIR] [--timeout SECS]
 # Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); Open MPI (openmpi-bin
 # libopenmpi-dev), MPICH (mpich libmpich-dev), torch for /usr/bin/python3 (python3-torch).
+# --hosts runs each job across the hosts given (-H syntax; one job per list entry, run from a
+# host that reaches them all by ssh: tools/compare_hosts.sh builds such hosts on this machine):
+# hvd as it chooses, hvdflat and hvdhier with HOROVOD_HIERARCHICAL_ALLREDUCE=0 and 1, and Open
+# MPI (mpi over TCP on eth0, mpishm with its defaults); MPICH and gloo run on one host only.
 # Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-peers=(hvd mpi mpishm mpich gloo) # also the order they run in and their columns
-build=${here%/tools}/build nps="2 4" only=$(IFS=,; echo "${peers[*]}") out="" timeout_s=600
+peers=(hvd hvdflat hvdhier mpi mpishm mpich gloo) # the order they run in and their columns
+build=${here%/tools}/build nps="2 4" hosts="" only="" out="" timeout_s=600
 iters=200 warmup=10
 # The anchors people quote (8 B latency, 1 MiB, 64 MiB bandwidth) must be in the default list,
 # and no single factor from 8 B reaches both 1 MiB and 64 MiB, so the default is a list.
@@ -23,12 +28,13 @@ gb="" ge="" gf=""
 python=${GLOO_PYTHON:-/usr/bin/python3} # Debian's, where python3-torch lives
 
 die() { echo "compare_allreduce: $*" >&2; exit 2; }
-usage() { sed -n '7,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '7,18s/^# \{0,1\}//p' "$0"; }
 
 while (($#)); do
   case $1 in
     --build) build=${2:?}; shift ;;
     --np) nps=${2:?}; shift ;;
+    --hosts) hosts=${2:?}; shift ;;
     --only) only=${2:?}; shift ;;
     --sizes) size_list=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
@@ -64,6 +70,29 @@ human() { # 4096 -> 4K, for the table
 [[ $iters =~ ^[1-9][0-9]*$ && $warmup =~ ^[0-9]+$ ]] || die "-n must be >= 1 and -w >= 0"
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "bad --timeout: $timeout_s"
 for n in $nps; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "bad --np entry: $n"; done
+# The jobs ("shapes"): a rank count on this host, or a host list. A shape's label names it in
+# the table (np, or HOSTSxSLOTS when every host has the same number of slots).
+shapes=()
+declare -A shape_np=() shape_hosts=()
+if [[ -n $hosts ]]; then
+  for spec in $hosts; do
+    [[ $spec =~ ^[A-Za-z0-9._-]+:[1-9][0-9]*(,[A-Za-z0-9._-]+:[1-9][0-9]*)*$ ]] ||
+      die "bad --hosts entry: $spec (host:slots,host:slots,...)"
+    IFS=, read -ra hs <<<"$spec"
+    total=0 slots=""
+    for h in "${hs[@]}"; do
+      total=$((total + ${h##*:}))
+      if [[ -z $slots || $slots == "${h##*:}" ]]; then slots=${h##*:}; else slots=mixed; fi
+    done
+    label=$spec
+    [[ $slots == mixed ]] || label="${#hs[@]}x$slots"
+    shapes+=("$label") shape_np[$label]=$total shape_hosts[$label]=$spec
+  done
+  [[ -n $only ]] || only=hvd,hvdflat,hvdhier,mpi,mpishm
+else
+  for n in $nps; do shapes+=("$n") shape_np[$n]=$n shape_hosts[$n]=""; done
+  [[ -n $only ]] || only=hvd,mpi,mpishm,mpich,gloo
+fi
 IFS=, read -ra picked <<<"$only"
 for p in "${picked[@]}"; do [[ " ${peers[*]} " == *" $p "* ]] || die "unknown peer in --only: $p (peers: ${peers[*]})"; done
 sizes=()
@@ -112,10 +141,13 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- which peers can run, and why not ----
 declare -A why=() # peer -> reason it is skipped
 for p in "${peers[@]}"; do [[ ,$only, == *,$p,* ]] || why[$p]="not selected (--only $only)"; done
-if [[ -z ${why[hvd]:-} ]]; then
-  if [[ ! -x $build/horovodrun ]]; then why[hvd]="skipped: $build/horovodrun not found (cmake -S . -B $build && cmake --build $build, or --build DIR)"
-  elif [[ ! -x $build/tools/hvd_allreduce_perf ]]; then why[hvd]="skipped: $build/tools/hvd_allreduce_perf not built yet"
-  fi
+hvd_why=""
+if [[ ! -x $build/horovodrun ]]; then hvd_why="skipped: $build/horovodrun not found (cmake -S . -B $build && cmake --build $build, or --build DIR)"
+elif [[ ! -x $build/tools/hvd_allreduce_perf ]]; then hvd_why="skipped: $build/tools/hvd_allreduce_perf not built yet"
+fi
+for p in hvd hvdflat hvdhier; do [[ -n ${why[$p]:-} || -z $hvd_why ]] || why[$p]=$hvd_why; done
+if [[ -n $hosts ]]; then
+  for p in mpich gloo; do [[ -n ${why[$p]:-} ]] || why[$p]="n/a with --hosts (run on one host only)"; done
 fi
 # Open MPI by its Debian names where they exist, so that plain mpirun/mpicc pointed at MPICH
 # by update-alternatives cannot stand in for it; mpi and mpishm share one binary.
@@ -150,23 +182,34 @@ if [[ -z ${why[gloo]:-} ]]; then
 fi
 
 # ---- run ----
-peer_cmd() { # peer np b e f n w -> the command line, one word per line
-  local p=$1 np=$2 b=$3 e=$4 f=$5 n=$6 w=$7
+peer_cmd() { # peer shape b e f n w -> the command line, one word per line
+  local p=$1 np=${shape_np[$2]} hs=${shape_hosts[$2]} b=$3 e=$4 f=$5 n=$6 w=$7
+  local H=() if=lo hier=()
+  # Hosts simulated on this machine share its cores, which Open MPI cannot see (each host
+  # looks like a whole machine to it, so it would spin while waiting); hvd notices the shared
+  # machine itself. Tell Open MPI, as a user of such a machine would.
+  if [[ -n $hs ]]; then H=(-H "$hs" --mca mpi_yield_when_idle 1) if=eth0; fi
   case $p in
-    hvd) printf '%s\n' "$build/horovodrun" -np "$np" "$build/tools/hvd_allreduce_perf" \
-      -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" -d float32 -o sum -c 1 ;;
+    hvdflat) hier=(env HOROVOD_HIERARCHICAL_ALLREDUCE=0) ;;
+    hvdhier) hier=(env HOROVOD_HIERARCHICAL_ALLREDUCE=1) ;;
+  esac
+  case $p in
+    hvd*) printf '%s\n' "${hier[@]}" "$build/horovodrun" -np "$np" "${H[@]:0:2}" \
+      "$build/tools/hvd_allreduce_perf" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" -d float32 \
+      -o sum -c 1 ;;
     # pml ob1 + btl tcp,self: Open MPI's shared-memory path (vader) is off, so this is MPI
     # over loopback TCP, the same wire hvd's tcp transport uses; without --mca pml ob1 a
     # build with UCX would pick UCX and skip the BTLs altogether.
     mpi) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe --mca pml ob1 \
-      --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np "$np" \
-      "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+      --mca btl tcp,self --mca btl_tcp_if_include "$if" --mca oob_tcp_if_include "$if" \
+      -np "$np" "${H[@]}" "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
     # Open MPI as it comes. Checked with --mca pml_base_verbose 10 --mca btl_base_verbose 100
     # (Debian 12, Open MPI 4.1.4): pml ob1, and "Using vader btl" between ranks, i.e. shared
     # memory (tcp opens too but carries nothing on one host). UCX is installed, but Debian's
     # /etc/openmpi/openmpi-mca-params.conf has pml = ^ucx, so its pml is never tried; where a
     # build does pick UCX, that is its default too (UCX then uses shared memory on one host).
-    mpishm) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe -np "$np" \
+    # Across hosts: vader inside each host, tcp between them.
+    mpishm) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe -np "$np" "${H[@]}" \
       "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
     # MPICH as it comes, by its own names (never through the mpirun alternative). Debian 12's
     # MPICH 4.0.2 is ch4:ucx (mpichversion); on one host strace and UCX_LOG_LEVEL=info show
@@ -195,7 +238,7 @@ parse() { # time_col wrong_col < raw
   }'
 }
 
-declare -A res=() bad=() # "peer np size" -> "time wrong"; "peer np" -> why the run failed
+declare -A res=() bad=() # "peer shape size" -> "time wrong"; "peer shape" -> why the run failed
 status=0
 # The machine's state decides how far these numbers can be trusted: keep it with them.
 {
@@ -209,31 +252,34 @@ status=0
 } >"$out/info.txt"
 echo "raw outputs: $out"
 echo "cores: $(nproc), load average: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes)"
-for np in $nps; do
+tag() { # shape -> its part of the raw output files' names
+  if [[ -z ${shape_hosts[$1]} ]]; then echo "np$1"; else echo "${1//[^A-Za-z0-9]/_}"; fi
+}
+for shape in "${shapes[@]}"; do
   for p in "${peers[@]}"; do
     [[ -z ${why[$p]:-} ]] || continue
-    raw=$out/${p}_np$np.txt
+    raw=$out/${p}_$(tag "$shape").txt
     : >"$raw"
     for step in "${plan[@]}"; do
       read -r b e f n w <<<"$step"
-      mapfile -t cmd < <(peer_cmd "$p" "$np" "$b" "$e" "$f" "$n" "$w")
+      mapfile -t cmd < <(peer_cmd "$p" "$shape" "$b" "$e" "$f" "$n" "$w")
       echo "# ${cmd[*]}" >>"$raw"
-      printf '  %-6s np=%-2s %6s..%-6s n=%-4s ' "$p" "$np" "$(human "$b")" "$(human "$e")" "$n" >&2
+      printf '  %-7s %-5s %6s..%-6s n=%-4s ' "$p" "$shape" "$(human "$b")" "$(human "$e")" "$n" >&2
       start=$SECONDS
       # timeout signals the whole process group, so ranks a launcher leaves behind go too.
-      if timeout -k 10 "$timeout_s" "${cmd[@]}" >>"$raw" 2>>"$out/${p}_np$np.err"; then
+      if timeout -k 10 "$timeout_s" "${cmd[@]}" >>"$raw" 2>>"$out/${p}_$(tag "$shape").err"; then
         echo "$((SECONDS - start))s" >&2
       else
         rc=$?
         if ((rc == 124 || rc == 137)); then rc="timeout ${timeout_s}s"; else rc="exit $rc"; fi
         echo "FAILED ($rc)" >&2
-        bad["$p $np"]+="$rc on $(human "$b")..$(human "$e"); "
+        bad["$p $shape"]+="$rc on $(human "$b")..$(human "$e"); "
         status=1
       fi
     done
-    case $p in hvd) cols="6 9" ;; *) cols="2 3" ;; esac
+    case $p in hvd*) cols="6 9" ;; *) cols="2 3" ;; esac
     # shellcheck disable=SC2086 # cols is two words on purpose
-    while read -r s t wr; do res["$p $np $s"]="$t $wr"; done < <(parse $cols <"$raw")
+    while read -r s t wr; do res["$p $shape $s"]="$t $wr"; done < <(parse $cols <"$raw")
   done
 done
 
@@ -250,26 +296,31 @@ ratio() { # a b -> a/b when both are plain numbers
   if [[ $1 =~ ^[0-9.]+$ && $2 =~ ^[0-9.]+$ ]]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
   else echo "-"; fi
 }
-others=("${peers[@]:1}") # hvd's ratio to each
-row() { printf '%-3s %6s' "$1" "$2"; shift 2; printf ' %12s' "${@:1:${#peers[@]}}"; shift "${#peers[@]}"; printf ' %10s' "$@"; echo; }
+# Columns: the peers picked; ratios: the first of them (hvd) to each other one.
+shown=()
+for p in "${peers[@]}"; do [[ ${why[$p]:-} == "not selected"* ]] || shown+=("$p"); done
+((${#shown[@]})) || die "no peer selected"
+others=("${shown[@]:1}")
+row() { printf '%-5s %6s' "$1" "$2"; shift 2; printf ' %12s' "${@:1:${#shown[@]}}"; shift "${#shown[@]}"; printf ' %12s' "$@"; echo; }
 echo
-row np size "${peers[@]/%/_us}" "${others[@]/#/hvd/}"
+if [[ -n $hosts ]]; then first=hosts; else first=np; fi
+row "$first" size "${shown[@]/%/_us}" "${others[@]/#/${shown[0]}/}"
 wrong_list=()
-for np in $nps; do
+for shape in "${shapes[@]}"; do
   for s in "${sizes[@]}"; do
     cells=() ratios=()
-    for p in "${peers[@]}"; do cells+=("$(cell "$p" "$np" "$s")"); done
-    for ((i = 1; i < ${#peers[@]}; i++)); do ratios+=("$(ratio "${cells[0]}" "${cells[i]}")"); done
-    row "$np" "$(human "$s")" "${cells[@]}" "${ratios[@]}"
-    for p in "${peers[@]}"; do
-      r=${res["$p $np $s"]:-}
-      if [[ -n $r && ${r#* } != 0 ]]; then wrong_list+=("$p np=$np size=$s: ${r#* } wrong elements"); fi
+    for p in "${shown[@]}"; do cells+=("$(cell "$p" "$shape" "$s")"); done
+    for ((i = 1; i < ${#shown[@]}; i++)); do ratios+=("$(ratio "${cells[0]}" "${cells[i]}")"); done
+    row "$shape" "$(human "$s")" "${cells[@]}" "${ratios[@]}"
+    for p in "${shown[@]}"; do
+      r=${res["$p $shape $s"]:-}
+      if [[ -n $r && ${r#* } != 0 ]]; then wrong_list+=("$p $shape size=$s: ${r#* } wrong elements"); fi
     done
   done
 done
-echo "(median us per call, slowest rank; ratios > 1: hvd slower)"
-for p in "${peers[@]}"; do [[ -z ${why[$p]:-} ]] || echo "$p: ${why[$p]}"; done
-for k in "${!bad[@]}"; do echo "${k% *} np=${k#* }: FAILED, ${bad[$k]}see $out/${k% *}_np${k#* }.{txt,err}"; done
+echo "(median us per call, slowest rank; ratios > 1: ${shown[0]} slower)"
+for p in "${shown[@]}"; do [[ -z ${why[$p]:-} ]] || echo "$p: ${why[$p]}"; done
+for k in "${!bad[@]}"; do echo "${k%% *} ${k#* }: FAILED, ${bad[$k]}see $out/${k%% *}_$(tag "${k#* }").{txt,err}"; done
 if ((${#wrong_list[@]})); then
   status=1
   echo "!!! WRONG RESULTS !!!"

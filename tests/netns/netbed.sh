@@ -2,7 +2,10 @@
 # netbed: several "hosts" on this one machine, as Linux network namespaces joined by a bridge,
 # each running its own sshd.  See tests/netns/README.md.
 #
-#   netbed.sh up N [--isolated K]   hosts h1..hN on 10.77.0.0/24; h1..hK also on 10.78.0.0/24
+#   netbed.sh up N [--isolated K] [--hostnames]
+#                                   hosts h1..hN on 10.77.0.0/24; h1..hK also on 10.78.0.0/24;
+#                                   --hostnames: each host also has a UTS namespace whose host
+#                                   name is h<i> (else all share this machine's)
 #   netbed.sh down                  kill everything in the bed, delete it; idempotent
 #   netbed.sh exec HOST cmd...      run cmd inside HOST's namespace (HOST: h3 or 3)
 #   netbed.sh status                what exists now
@@ -83,10 +86,26 @@ _nb_run() { # run a command, name the host on failure
   "$@" || _nb_die "$what: '$*' failed"
 }
 
+# _nb_in_host I CMD...: CMD in host I's namespace (and, in a bed made with --hostnames, in a
+# UTS namespace named h<I>, which sshd passes on to every session).
+_nb_in_host() {
+  local i=$1
+  shift
+  if [[ -e "$NETBED_DIR/hostnames" ]]; then
+    ip netns exec "$(_nb_hostns "$i")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "h$i" "$@"
+  else
+    ip netns exec "$(_nb_hostns "$i")" "$@"
+  fi
+}
+
 cmd_up() {
-  local n="" k=0
+  local n="" k=0 names=0
   while (($#)); do
     case $1 in
+    --hostnames)
+      names=1
+      shift
+      ;;
     --isolated)
       [[ $# -ge 2 ]] || _nb_die "--isolated needs K"
       k=$2
@@ -128,6 +147,7 @@ cmd_up() {
   chmod 700 "$NETBED_DIR"
   : >"$NETBED_DIR/.netbed"
   echo "$n $k" >"$NETBED_DIR/shape"
+  ((names)) && : >"$NETBED_DIR/hostnames"
   mkdir -p /run/sshd # sshd's privilege-separation dir (Debian's path); harmless if present
 
   # keys: one host key shared by every host of the bed, one client key
@@ -240,7 +260,7 @@ EOF
     } >"$hd/sshd_config"
     _nb_run "h$i: sshd config check" "$sshd" -t -f "$hd/sshd_config"
     # sshd daemonizes (and writes PidFile); it stays in the namespace until down
-    _nb_run "h$i: start sshd" ip netns exec "$h" "$sshd" -f "$hd/sshd_config" -E "$hd/sshd.log"
+    _nb_run "h$i: start sshd" _nb_in_host "$i" "$sshd" -f "$hd/sshd_config" -E "$hd/sshd.log"
   done
 
   # readiness: each host can ssh to itself on its bridge address, within one shared deadline
@@ -329,7 +349,8 @@ cmd_exec() {
   shift
   h=$(_nb_hostns "$i")
   ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$h" || _nb_die "h$i: no such host (namespace $h)"
-  exec ip netns exec "$h" "$@"
+  _nb_in_host "$i" "$@"
+  exit $?
 }
 
 cmd_env() {
