@@ -127,6 +127,21 @@ if pgrep -f "$D/" >/dev/null; then fail "processes left: $(pgrep -af "$D/")"; el
 if [[ -e "$D" ]]; then fail "state dir $D left"; else pass "state dir removed"; fi
 if compgen -G "/etc/netns/${P}h*" >/dev/null; then fail "/etc/netns/${P}h* left"; else pass "no /etc/netns entry left"; fi
 
+# 5. --hostnames: each host (its sshd's sessions, and exec) has a host name of its own
+downed=0
+if timeout 120 bash "$netbed" up 2 --hostnames >/dev/null 2>&1; then
+  got="$(nbexec h1 hostname) $(nbexec h1 env PATH="$D/bin:$PATH" ssh h2 hostname 2>&1)"
+  if [[ $got == "h1 h2" && "$(hostname)" != h1 ]]; then
+    pass "--hostnames: h1 and h2 by name (this machine: $(hostname))"
+  else
+    fail "--hostnames: host names '$got'"
+  fi
+else
+  fail "netbed up 2 --hostnames"
+fi
+timeout 60 bash "$netbed" down >/dev/null 2>&1 || fail "down after --hostnames"
+downed=1
+
 echo "timings: up $(secs "$t0" "$t_up")s, checks $(secs "$t_up" "$t_d0")s, down $(secs "$t_d0" "$t_d1")s"
 if ((fails)); then
   echo "test_netbed: $fails check(s) FAILED"
