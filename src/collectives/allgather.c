@@ -62,6 +62,10 @@ hvd_status_t hvd__coll_allgather(hvd_group_t *g, const void *send, void *recv, c
         return st;
     if (g->hier_grid && total >= g->hier_ag_min_bytes)
         return hvd__shm_hier_allgather(g, send, recv, what);
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(g, &idx);
+    if (a)
+        return hvd__shm_allgather(g, a, idx, send, recv, total, what);
     /* The ring moves whole elements; blocks are laid out in bytes, so use a byte dtype. */
     char *own = (char *)recv + g->offs[me];
     if (own != (const char *)send && g->lens[me])

@@ -45,6 +45,7 @@ void hvd__group_fini(hvd_group_t *g) {
     free(g->vpos);
     free(g->arena_idx);
     free(g->hier_grid);
+    free(g->cma_pids);
     memset(g, 0, sizeof *g);
 }
 

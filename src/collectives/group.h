@@ -65,6 +65,10 @@ typedef struct hvd_group {
      * -> arena member index (hvd__group_arena; NULL until looked up, or not such a group). */
     int *arena_idx;
     int arena_looked; /* 1 once looked up */
+    /* Group rank -> process id, set by the core on a group with an arena when every rank of
+     * the host can read every other's memory (process_vm_readv, checked at init): large
+     * blocks are then copied once, straight from their owner. NULL: through the arena. */
+    long *cma_pids;
     /* Set by the core on the global group of a job on several hosts with the same number of
      * ranks each, every host with its arena (else NULL: everything flat). Allreduces of at
      * least hier_min_bytes (in the working dtype) go hierarchically (shm_coll.h):

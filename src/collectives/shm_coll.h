@@ -43,6 +43,13 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
                                      size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                      double prescale, double postscale, const char *what);
 
+/* Allgather(v) in arena a among exactly its members, after the agreement, g->lens/offs
+ * holding every rank's block in bytes (total in all): from 256 KiB each rank reads every
+ * other block straight from its owner when the group has cma_pids (group.h), else a slot of
+ * every block per step. */
+hvd_status_t hvd__shm_allgather(hvd_group_t *g, hvd_arena_t *a, const int *idx, const void *send,
+                                void *recv, size_t total, const char *what);
+
 /* Allgather(v) on a group with hier_grid set (group.h), after its agreement, g->lens/offs
  * holding every rank's block in bytes: each rank's block goes to the ranks of equal local
  * rank on the other hosts (hier_cross, over the transport), then every rank's collection of

@@ -35,6 +35,7 @@ typedef struct hvd_params {
     int busy_poll_us; /* -1: automatic */
     char *tcp_congestion;
     int shm; /* same-host peers through shared memory */
+    int cma; /* same-host blocks read with process_vm_readv where allowed */
     char *controller;
     char *cpu_operations;
     int elastic;

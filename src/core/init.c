@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "core/mpi_env.h"
 #include "core/pmix_exchange.h"
+#include "os/cma.h"
 #include "os/netif.h"
 #include "os/socket.h"
 #include "collectives/coll.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static hvd_context_t ctx;
@@ -490,6 +492,54 @@ static hvd_status_t plan_hierarchical(hvd_context_t *c, const rank_info_t *infos
     return HVD_OK;
 }
 
+/* HVD_CMA: whether every rank of this host can read every other's memory with
+ * process_vm_readv (same user, no policy against it), tried on a random value each rank
+ * publishes with its address; if all can, the host's groups with an arena (the local one,
+ * and the global one on a one-host job) get every member's pid (group.h: cma_pids). */
+static hvd_status_t plan_cma(hvd_context_t *c) {
+    static uint64_t canary;
+    const int *idx;
+    hvd_group_t *lg = &c->local;
+    int L = lg->size;
+    if (!c->params.cma || L < 2 || !hvd__group_arena(lg, &idx))
+        return HVD_OK;
+    if (getrandom(&canary, sizeof canary, 0) != (ssize_t)sizeof canary)
+        canary = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+    uint64_t mine[3] = {(uint64_t)getpid(), (uint64_t)(uintptr_t)&canary, canary};
+    uint64_t *all = calloc((size_t)L * 3, sizeof *all);
+    if (!all)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    hvd_status_t st = hvd__coll_allgather(lg, mine, all, NULL, 3, HVD_INT64);
+    int32_t ok = st == HVD_OK, every = 0;
+    for (int r = 0; ok && r < L; r++) {
+        uint64_t v = 0;
+        ok =
+            r == lg->rank || (hvd__cma_read((pid_t)all[3 * r], all[3 * r + 1], &v, sizeof v) == 0 &&
+                              v == all[3 * r + 2]);
+    }
+    if (st == HVD_OK)
+        st = hvd__coll_allreduce(lg, &ok, &every, 1, HVD_INT32, HVD_MIN, 1.0, 1.0);
+    hvd_group_t *gg = hvd__group_arena(&c->global, &idx) ? &c->global : NULL;
+    if (st == HVD_OK && every) {
+        lg->cma_pids = calloc((size_t)L, sizeof *lg->cma_pids);
+        if (gg)
+            gg->cma_pids = calloc((size_t)gg->size, sizeof *gg->cma_pids);
+        if (!lg->cma_pids || (gg && !gg->cma_pids))
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        for (int r = 0; st == HVD_OK && r < L; r++) {
+            lg->cma_pids[r] = (long)all[3 * r];
+            if (gg) /* the one-host job's global ranks are the local group's members */
+                gg->cma_pids[lg->members[r]] = (long)all[3 * r];
+        }
+    }
+    free(all);
+    if (st == HVD_OK)
+        HVD_LOG_D("rank %d: large blocks between this host's ranks: %s", c->params.rank,
+                  every ? "read from each other's memory (process_vm_readv)"
+                        : "through shared memory (process_vm_readv not allowed)");
+    return st;
+}
+
 static int online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
@@ -582,7 +632,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     /* Collectives among exactly this host's ranks run in its shared-memory arena. */
     if (st == HVD_OK &&
         ((st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK ||
-         (st = plan_hierarchical(c, infos)) != HVD_OK)) {
+         (st = plan_hierarchical(c, infos)) != HVD_OK || (st = plan_cma(c)) != HVD_OK)) {
         hvd__group_fini(&c->global);
         hvd__group_fini(&c->local);
         hvd__group_fini(&c->cross);
