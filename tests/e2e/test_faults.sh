@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Faults in the middle of collectives, with tests/mrank/collectives_check as the job:
-#  (a) a rank SIGKILLed mid-allreduce: every survivor gets HVD_ERR_PEER_LOST within 1 s;
+#  (a) a rank SIGKILLed mid-allreduce, and mid-allgather (one host, and hierarchical on two
+#      pseudo-hosts): every survivor gets HVD_ERR_PEER_LOST within 1 s;
 #  (b) a rank SIGSTOPped: every survivor gets HVD_ERR_TIMEOUT within the timeout + 1 s;
 #  (c) strangers on the workers' data-plane ports (garbage, silence) and on their same-host
 #      listeners (abstract unix sockets: garbage with file descriptors attached, a forged
@@ -88,6 +89,17 @@ run_hvd -np $np "$CHECK" --mode kill-victim --dir "$dir" --victim $victim --afte
 echo "kill-victim: horovodrun exit $RC after $((SECONDS - start)) s"
 [[ $RC -eq 137 ]] || echo "note: horovodrun exit code $RC (expected 137 for a SIGKILLed rank)"
 check_survivors "$dir" $np $victim HVD_ERR_PEER_LOST 0 1000
+# the same in the middle of an allgather: in one host's arena, and hierarchical across two
+# pseudo-hosts (TCP between them, then each host's arena)
+for hosts in "" "-H 127.0.0.1:2,127.0.0.2:2"; do
+  dir=$TMP/kill-allgather${hosts:+-hier}
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086 # hosts is an option and its value, or nothing
+  HOROVOD_HIERARCHICAL_ALLGATHER=1 run_hvd -np $np $hosts "$CHECK" --mode kill-victim \
+    --dir "$dir" --victim $victim --after 3 --count 1048576 --fault-op allgather
+  echo "kill-victim in allgather ${hosts:-(one host)}: horovodrun exit $RC"
+  check_survivors "$dir" $np $victim HVD_ERR_PEER_LOST 0 1000
+done
 
 # ---- (b) SIGSTOP -> HVD_ERR_TIMEOUT within timeout + 1 s ----------------------------------
 dir=$TMP/stop

@@ -12,9 +12,10 @@
  *   check       (default) every collective x dtype x op x count, in place and out of place,
  *               argument errors, mismatches between ranks, calls outside init/shutdown.
  *   reinit      hvd_init / allreduce / hvd_shutdown repeated (--iters, default 100).
- *   kill-victim rank --victim SIGKILLs itself in the middle of an allreduce after --after
- *               iterations; the others record the status and time of their failing call in
- *               --dir/rank.R, the victim its time of death in --dir/victim.
+ *   kill-victim rank --victim SIGKILLs itself in the middle of an allreduce (--fault-op
+ *               allgather: an allgather) after --after iterations; the others record the
+ *               status and time of their failing call in --dir/rank.R, the victim its time
+ *               of death in --dir/victim.
  *   stop-victim the same with SIGSTOP (the test script SIGCONTs it afterwards).
  *   soak        write --dir/pid.R, wait for --dir/go, then run checked collectives for
  *               --seconds (a test script meanwhile pesters the data-plane ports).
@@ -76,6 +77,7 @@ static struct {
     int victim;
     int after;
     size_t fault_count;
+    int fault_allgather; /* --fault-op allgather */
     double seconds;
     int iters;
 } opt;
@@ -1689,7 +1691,7 @@ static int mode_fault(int sig) {
     g_size = hvd_size();
     int victim = opt.victim >= 0 ? opt.victim : g_size - 1;
     size_t count = opt.fault_count ? opt.fault_count : (size_t)1 << 20;
-    float *a = malloc(count * 4), *b = malloc(count * 4);
+    float *a = malloc(count * 4), *b = malloc(count * 4 * (opt.fault_allgather ? g_size : 1));
     if (!a || !b)
         die("out of memory");
     for (size_t i = 0; i < count; i++)
@@ -1713,7 +1715,8 @@ static int mode_fault(int sig) {
             setitimer(ITIMER_REAL, &tv, NULL);
         }
         t_call = real_ns();
-        s = hvd_allreduce(a, b, count, HVD_FLOAT32, HVD_SUM);
+        s = opt.fault_allgather ? hvd_allgather(a, count, b, HVD_FLOAT32)
+                                : hvd_allreduce(a, b, count, HVD_FLOAT32, HVD_SUM);
         if (s != HVD_OK) {
             t_err = real_ns();
             break;
@@ -1849,7 +1852,8 @@ static void usage(void) {
             "  [--dtypes a,b] [--ops sum,average,min,max,product,adasum]\n"
             "  [--colls allreduce,ex,reducescatter,allgather,allgatherv,alltoall,broadcast,\n"
             "           barrier,errors,mismatch] [--counts 0,1,...] [--max-count N]\n"
-            "  [--dir DIR] [--victim R] [--after K] [--count N] [--seconds S] [--iters N]\n");
+            "  [--dir DIR] [--victim R] [--after K] [--count N] [--fault-op allreduce|allgather]\n"
+            "  [--seconds S] [--iters N]\n");
     exit(2);
 }
 
@@ -1895,7 +1899,12 @@ int main(int argc, char **argv) {
             opt.after = atoi(VAL());
         else if (!strcmp(a, "--count"))
             opt.fault_count = strtoull(VAL(), NULL, 10);
-        else if (!strcmp(a, "--seconds"))
+        else if (!strcmp(a, "--fault-op")) {
+            const char *op = VAL();
+            if (strcmp(op, "allreduce") && strcmp(op, "allgather"))
+                die("--fault-op: allreduce or allgather, not '%s'", op);
+            opt.fault_allgather = !strcmp(op, "allgather");
+        } else if (!strcmp(a, "--seconds"))
             opt.seconds = atof(VAL());
         else if (!strcmp(a, "--iters"))
             opt.iters = atoi(VAL());
