@@ -35,6 +35,16 @@ void hvd__shm_reduce_into(const hvd_arena_t *a, const int *idx, int p, size_t at
 hvd_status_t hvd__shm_broadcast(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
                                 void *buf, size_t bytes, int root, const char *what);
 
+/* Reduce-scatter in arena a among exactly its members (lg): group rank r's part of send,
+ * elements [poff[r], poff[r] + plen[r]), reduced over all members in rank order, into this
+ * rank's part (in the working dtype: float32 for float16/bfloat16; prescale applied to the
+ * inputs, nothing else). Each step every rank writes a slot's share of every part into its
+ * slot and reduces its own share over all slots. */
+hvd_status_t hvd__shm_reduce_scatter(hvd_group_t *lg, hvd_arena_t *a, const int *idx,
+                                     const void *send, uint8_t *part, const size_t *poff,
+                                     const size_t *plen, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale, const char *what);
+
 /* Allreduce on a group with hier_local and hier_cross set (group.h): the agreement on the
  * group, a reduce-scatter in the host's arena (local rank r gets part r of the vector), an
  * allreduce of each part across hosts (hier_cross, over the transport), and an allgather in

@@ -13,19 +13,17 @@ static size_t piece(const size_t *plen, int r, size_t k, size_t c) {
     return plen[r] > k * c ? (plen[r] - k * c < c ? plen[r] - k * c : c) : 0;
 }
 
-/* Reduce-scatter inside the host: this rank's part of the whole vector, reduced over the
- * host's ranks in local rank order, into part (working dtype). Every step each rank writes one
- * piece of every part into its slot (part r's at r * c) and reduces its own piece over all
- * slots. */
-static hvd_status_t host_reduce_scatter(hvd_group_t *lg, hvd_arena_t *a, const int *idx,
-                                        const void *send, uint8_t *part, const size_t *poff,
-                                        const size_t *plen, hvd_dtype_t dtype, hvd_reduce_op_t op,
-                                        double prescale, const char *what) {
+hvd_status_t hvd__shm_reduce_scatter(hvd_group_t *lg, hvd_arena_t *a, const int *idx,
+                                     const void *send, uint8_t *part, const size_t *poff,
+                                     const size_t *plen, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale, const char *what) {
     int L = lg->size, me = lg->rank;
     hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
     size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype);
-    size_t c = a->data_bytes / wsize / (size_t)L;
-    for (size_t k = 0; k * c < plen[0]; k++) {
+    size_t c = a->data_bytes / wsize / (size_t)L, most = 0;
+    for (int r = 0; r < L; r++)
+        most = plen[r] > most ? plen[r] : most;
+    for (size_t k = 0; k * c < most; k++) {
         uint8_t *slot = hvd__arena_data(a, a->self);
         for (int r = 0; r < L; r++)
             hvd__allreduce_to_work(slot + (size_t)r * c * wsize,
@@ -86,7 +84,7 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
     uint8_t *part = hvd__group_scratch(g, 0, mine * hvd__dtype_size(w));
     if (!part)
         return HVD_ERR_NO_MEMORY;
-    st = host_reduce_scatter(lg, a, idx, send, part, poff, plen, dtype, op, prescale, what);
+    st = hvd__shm_reduce_scatter(lg, a, idx, send, part, poff, plen, dtype, op, prescale, what);
     if (st != HVD_OK)
         return st;
     /* Across hosts the part is summed as is; the average's division and the postscale come

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Same-host ranks exchange through shared memory (memfd rings handed over an authenticated
 # abstract unix socket), and HVD_SHM=0 sends everything over loopback TCP:
-#  (a) the conformance check passes both ways (the first with HVD_CMA=1), and the debug log
-#      shows which path every connection took;
+#  (a) the conformance check passes both ways (the first with HVD_CMA=1; large reducescatters,
+#      which take the arena from 8 MiB, checked too), and the debug log shows which path
+#      every connection took;
 #  (b) after every process of a job is SIGKILLed mid-run, nothing is left behind: no hvd
 #      entry in /dev/shm or /tmp (the memory is a memfd and the sockets are abstract, so
 #      there is nothing to leave; other tests running beside this one may create files of
@@ -40,6 +41,11 @@ $(links)"
 if links | grep -vq "shared memory"; then
   fail "a same-host connection used TCP: $(links)"
 fi
+
+# reducescatter takes the arena from 8 MiB, above the conformance check's usual counts
+run_hvd -np 3 "$CHECK" --colls reducescatter --counts 4194319 --dtypes float16,float32,int64 \
+  --ops sum,average
+expect_eq "large reducescatter in the arena: exit ($(grep -h "FAIL\|checks" "$TMP/out" | head -3))" 0 "$RC"
 
 HVD_SHM=0 HOROVOD_LOG_LEVEL=debug run_hvd -np 3 "$CHECK" --quick
 expect_eq "tcp run exit" 0 "$RC"
