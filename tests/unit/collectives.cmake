@@ -4,7 +4,7 @@ hvd_unit_test(reduce tests/unit/test_reduce.c)
 if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
   add_test(NAME unit.vectorized COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_vectorized.sh
            ${CMAKE_C_COMPILER} ${PROJECT_SOURCE_DIR})
-  set_tests_properties(unit.vectorized PROPERTIES LABELS unit)
+  set_tests_properties(unit.vectorized PROPERTIES LABELS "unit;source") # reads sources only
 endif()
 # Data-plane wire codecs: handshake authentication and frame headers.
 hvd_unit_test(frame tests/unit/test_frame.c)

@@ -6,9 +6,10 @@ add_test(NAME unit.exports COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_e
          $<TARGET_FILE:hvd> ${PROJECT_SOURCE_DIR}/include/hvd)
 set_tests_properties(unit.exports PROPERTIES LABELS unit)
 hvd_unit_test(store_decode tests/unit/test_store_decode.c)
-# Sources follow .clang-format.
+# Sources follow .clang-format. Label source: it reads the sources, not the build, so
+# run-tests.sh runs it in one build only.
 add_test(NAME unit.format COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_format.sh
          ${PROJECT_SOURCE_DIR})
-set_tests_properties(unit.format PROPERTIES LABELS unit)
+set_tests_properties(unit.format PROPERTIES LABELS "unit;source")
 # Ranks started by an MPI launcher: their place from OMPI_* / PMI_* variables.
 hvd_unit_test(mpi_env tests/unit/test_mpi_env.c)
