@@ -7,12 +7,14 @@ ways a process of another job, or another user, could: random bytes with file de
 attached (a memfd as big as a rank's rings, a pipe, /dev/null), a well-formed-looking HELLO
 of random bytes with a memfd, descriptors alone, silence until the rank gives up, and an
 immediate hang-up. A rank must drop each such connection without mapping what it was sent,
-and the job must not notice. Prints how many connections of each kind it made.
+and the job must not notice. Prints how many connections of each kind got in, and exits 1 if
+a listener never accepted one (then it tested nothing there).
 """
 import argparse
 import os
 import random
 import socket
+import sys
 import time
 
 CHALLENGE_LEN = 4 + 2 + 2 + 16
@@ -29,13 +31,18 @@ def fds_to_send():
 
 
 def misbehave(name, kind, rng):
+    """One connection of this kind; True if the listener accepted it."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(0.2)
     fds = []
     try:
         s.connect("\0" + name)
+    except OSError:
+        s.close()
+        return False  # the rank was busy or gone: strangers do not get to complain
+    try:
         if kind == "hangup":
-            return
+            return True
         fds = fds_to_send()
         if kind == "random":
             socket.send_fds(s, [rng.randbytes(rng.randrange(1, 4096))], fds[: rng.randrange(1, 5)])
@@ -57,11 +64,12 @@ def misbehave(name, kind, rng):
         except OSError:
             pass
     except OSError:
-        pass  # the rank was busy or gone: strangers do not get to complain
+        pass  # the rank closed on us mid-way: that is what it should do
     finally:
         for fd in fds:
             os.close(fd)
         s.close()
+    return True
 
 
 def alive(pid):
@@ -82,15 +90,21 @@ def main():
     # each of them early in the job
     kinds = ["hello", "fds", "random", "hangup", "silent"]
     made = {k: 0 for k in kinds}
+    got_in = {name: 0 for name in args.names}
     turn = 0
     while alive(args.until_pid):
         kind = kinds[turn % len(kinds)]
         for name in args.names:
-            misbehave(name, kind, rng)
-            made[kind] += 1
+            if misbehave(name, kind, rng):
+                made[kind] += 1
+                got_in[name] += 1
         turn += 1
         time.sleep(0.02)
     print("unix strangers:", " ".join(f"{k}={v}" for k, v in made.items()), flush=True)
+    never = [name for name, n in got_in.items() if n == 0]
+    if never:
+        print("unix strangers: never accepted by", " ".join(never), flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
