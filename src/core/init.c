@@ -439,6 +439,16 @@ static int *hier_grid(const hvd_context_t *c, const rank_info_t *infos) {
     return grid;
 }
 
+/* The debug log's word on one collective's way (setting: 1, 0, or -1 for auto from kib). */
+static void log_hier_choice(int rank, const char *coll, int setting, size_t kib) {
+    if (setting < 0)
+        HVD_LOG_D("rank %d: %s hierarchical from %zu KiB (auto)", rank, coll, kib);
+    else
+        HVD_LOG_D("rank %d: %s %s", rank, coll,
+                  setting ? "hierarchical: in each host's shared memory, then across hosts"
+                          : "flat");
+}
+
 static size_t hier_min(int setting, size_t auto_kib) {
     return setting > 0 ? 0 : setting < 0 ? auto_kib * 1024 : SIZE_MAX;
 }
@@ -479,16 +489,8 @@ static hvd_status_t plan_hierarchical(hvd_context_t *c, const rank_info_t *infos
     size_t ar_kib = c->cross.size == 2 ? HIER_AUTO_AR_KIB_2HOSTS : HIER_AUTO_AR_KIB;
     g->hier_min_bytes = hier_min(ar, ar_kib);
     g->hier_ag_min_bytes = hier_min(ag, HIER_AUTO_AG_KIB);
-    static const char *const how[] = {"flat", "hierarchical: in each host's shared memory, then "
-                                              "across hosts"};
-    if (ar >= 0)
-        HVD_LOG_D("rank %d: allreduce %s", p->rank, how[ar]);
-    else
-        HVD_LOG_D("rank %d: allreduce hierarchical from %zu KiB (auto)", p->rank, ar_kib);
-    if (ag >= 0)
-        HVD_LOG_D("rank %d: allgather %s", p->rank, how[ag]);
-    else
-        HVD_LOG_D("rank %d: allgather hierarchical from %d KiB (auto)", p->rank, HIER_AUTO_AG_KIB);
+    log_hier_choice(p->rank, "allreduce", ar, ar_kib);
+    log_hier_choice(p->rank, "allgather", ag, HIER_AUTO_AG_KIB);
     return HVD_OK;
 }
 

@@ -101,20 +101,21 @@ wait_until 10 no_procs_with "^$PERF -b 4K" || fail "ranks survived the failed jo
 # forced on, three hosts of two ranks
 HOROVOD_HIERARCHICAL_ALLREDUCE=1 HOROVOD_HIERARCHICAL_ALLGATHER=1 HOROVOD_LOG_LEVEL=debug \
   run_hvd -np 6 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2 "$CHECK" --quick
-expect_eq "hierarchical run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
-for coll in allreduce allgather; do
-  hier=$(grep -c "$coll hierarchical: in each host's shared memory" "$TMP/out" || true)
-  expect_eq "ranks with a hierarchical $coll" 6 "$hier"
-done
-grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "hierarchical: $(grep checks "$TMP/out")"
-# left to hvd (the default): hierarchical from a size on, flat below; --quick's sizes span it
+# expect_hier_run WHAT NP HOW: the run passed the conformance check, and NP ranks logged that
+# their allreduce and allgather go HOW (the log's words after "<collective> hierarchical")
+expect_hier_run() {
+  local what=$1 np=$2 how=$3 coll
+  expect_eq "$what run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
+  for coll in allreduce allgather; do
+    expect_eq "ranks with a $what $coll" "$np" "$(grep -c "$coll hierarchical$how" "$TMP/out" || true)"
+  done
+  grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "$what: $(grep checks "$TMP/out")"
+}
+expect_hier_run hierarchical 6 ": in each host's shared memory"
+# left to hvd (the default): hierarchical from a size on, flat below (--quick's sizes span the
+# allreduce's 256 KiB on two hosts, not the allgather's 32 MiB)
 HOROVOD_LOG_LEVEL=debug run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 "$CHECK" --quick
-expect_eq "auto hierarchical run exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
-for coll in allreduce allgather; do
-  hier=$(grep -c "$coll hierarchical from [0-9]* KiB (auto)" "$TMP/out" || true)
-  expect_eq "ranks with an automatic hierarchical $coll" 4 "$hier"
-done
-grep -q "0 failed on rank 0, 0 on all ranks" "$TMP/out" || fail "auto hierarchical: $(grep checks "$TMP/out")"
+expect_hier_run "automatic hierarchical" 4 " from [0-9]* KiB (auto)"
 # 0: flat, whatever the size
 HOROVOD_HIERARCHICAL_ALLREDUCE=0 HOROVOD_HIERARCHICAL_ALLGATHER=0 HOROVOD_LOG_LEVEL=debug \
   run_hvd -np 4 -H 127.0.0.1:2,127.0.0.2:2 "$HVD_BUILD_DIR/examples/hello"
