@@ -429,28 +429,35 @@ bad:
                           what, len, from, cnt, max);
 }
 
-/* hvd__group_allgather_var in the arena: one step, each rank's length in its slot's head;
- * the blocks are copied out into the group's buffer (the slots are rewritten two steps on,
- * and the caller keeps the blocks until the group's next call). */
+/* Where a block of the arena's variable allgather lies: its length (u32) first in the box;
+ * a block that fits follows it there (it moves with the step's own announcement), a longer
+ * one is in the slot's data. */
+#define BOX_INLINE (HVD_ARENA_BOX_BYTES - 4)
+
+/* hvd__group_allgather_var in the arena: one step; the blocks are copied out into the
+ * group's buffer (boxes and slots are rewritten two steps on, and the caller keeps the
+ * blocks until the group's next call). */
 static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const int *idx,
                                         const void *mine, size_t len, size_t max,
                                         const uint8_t **blocks, size_t *lens, const char *what) {
-    hvd__le32_put(hvd__arena_head(a, a->self), (uint32_t)len);
+    uint8_t *box = hvd__arena_box_out(a);
+    hvd__le32_put(box, (uint32_t)len);
     if (len)
-        memcpy(hvd__arena_data(a, a->self), mine, len);
+        memcpy(len <= BOX_INLINE ? box + 4 : hvd__arena_data(a, a->self), mine, len);
     hvd_status_t st = hvd__arena_step(a);
     if (st != HVD_OK)
         return hvd__group_arena_failed(g, st, what);
     size_t used = 0;
     for (int r = 0; r < g->size && st == HVD_OK; r++) {
-        uint32_t n = hvd__le32_get(hvd__arena_head(a, idx[r]));
+        const uint8_t *in = hvd__arena_box_in(a, idx[r]);
+        uint32_t n = hvd__le32_get(in);
         if (n > max)
             st = hvd__error_set(HVD_ERR_PROTOCOL, "%s: rank %d sent %u bytes (at most %zu)", what,
                                 g->members[r], n, max);
         g->vpos[r] = used;
         lens[r] = n;
         if (st == HVD_OK)
-            st = vbuf_append(g, &used, hvd__arena_data(a, idx[r]), n);
+            st = vbuf_append(g, &used, n <= BOX_INLINE ? in + 4 : hvd__arena_data(a, idx[r]), n);
     }
     hvd__arena_flip(a);
     if (st != HVD_OK)

@@ -5,7 +5,10 @@
  *   header    magic, members, data bytes per slot
  *   wake      futex word (bumped by publishers when someone sleeps) and sleeper count
  *   abort     state (0 none, 1 being written, 2 recorded), status, message
- *   progress  one line per member: the value it published last
+ *   boxes     per member two mailboxes (two lines each), by the parity of the step number:
+ *             the step number it published last with that parity, then the step's inline
+ *             bytes (hvd__arena_box), so that a small step moves in the very lines that
+ *             announce it (one transfer per member, not a flag line and then data lines)
  *   slots     per member two slots (parity 0 and 1): head, then data
  * Nothing read from the shared part is trusted for memory safety: sizes come from this
  * rank's own arguments, the message is bounded. */
@@ -54,14 +57,16 @@ static size_t lines(size_t bytes) {
 
 #define OFF_WAKE LINE
 #define OFF_ABORT (2 * LINE)
-#define OFF_PROGRESS (OFF_ABORT + lines(sizeof(abort_t)))
+/* A box is two lines, on a two-line boundary: the pair the caches fetch together. */
+#define BOX (HVD_ARENA_BOX_BYTES + 8)
+#define OFF_BOXES ((OFF_ABORT + sizeof(abort_t) + BOX - 1) / BOX * BOX)
 
 static size_t slot_bytes(size_t data_bytes) {
     return lines(HVD_ARENA_SLOT_HEAD + data_bytes);
 }
 
 static size_t off_slots(int n) {
-    return OFF_PROGRESS + (size_t)n * LINE;
+    return OFF_BOXES + (size_t)n * 2 * BOX;
 }
 
 size_t hvd__arena_bytes(int n, size_t data_bytes) {
@@ -73,6 +78,21 @@ void hvd__arena_format(void *mem, int n, size_t data_bytes) {
     h->n = (uint32_t)n;
     h->data_bytes = data_bytes;
     __atomic_store_n(&h->magic, MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Member idx's box for step number seq: its first 8 bytes hold the latest step number of
+ * seq's parity that idx published, so "idx published seq" is "that word >= seq" (the word
+ * only grows, and holds seq - 2 or less until then). */
+static uint8_t *box(const hvd_arena_t *a, int idx, uint64_t seq) {
+    return a->base + OFF_BOXES + ((size_t)idx * 2 + (size_t)(seq & 1)) * BOX;
+}
+
+static uint64_t *box_seq(const hvd_arena_t *a, int idx, uint64_t seq) {
+    return (uint64_t *)box(a, idx, seq);
+}
+
+static int published(const hvd_arena_t *a, int idx, uint64_t want) {
+    return __atomic_load_n(box_seq(a, idx, want), __ATOMIC_ACQUIRE) >= want;
 }
 
 hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, int self,
@@ -91,13 +111,20 @@ hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, i
     a->n = n;
     a->self = self;
     a->data_bytes = data_bytes;
-    a->seq = __atomic_load_n((uint64_t *)(a->base + OFF_PROGRESS + (size_t)self * LINE),
-                             __ATOMIC_RELAXED);
+    for (uint64_t parity = 0; parity < 2; parity++) {
+        uint64_t v = __atomic_load_n(box_seq(a, self, parity), __ATOMIC_RELAXED);
+        if (v > a->seq)
+            a->seq = v;
+    }
     return HVD_OK;
 }
 
-static uint64_t *progress(const hvd_arena_t *a, int idx) {
-    return (uint64_t *)(a->base + OFF_PROGRESS + (size_t)idx * LINE);
+uint8_t *hvd__arena_box_out(const hvd_arena_t *a) {
+    return box(a, a->self, a->seq + 1) + 8;
+}
+
+const uint8_t *hvd__arena_box_in(const hvd_arena_t *a, int idx) {
+    return box(a, idx, a->seq) + 8;
 }
 
 uint8_t *hvd__arena_head(const hvd_arena_t *a, int idx) {
@@ -137,7 +164,8 @@ void hvd__arena_wake(hvd_arena_t *a) {
 void hvd__arena_publish(hvd_arena_t *a) {
     /* Sequentially consistent on both sides (here: store progress, load sleepers; the
      * sleeper: add itself, load progress), so a sleeper either sees this value or is seen. */
-    __atomic_store_n(progress(a, a->self), ++a->seq, __ATOMIC_SEQ_CST);
+    a->seq++;
+    __atomic_store_n(box_seq(a, a->self, a->seq), a->seq, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&wake(a)->sleepers, __ATOMIC_SEQ_CST) > 0)
         hvd__arena_wake(a);
 }
@@ -166,7 +194,7 @@ static hvd_status_t aborted(const hvd_arena_t *a) {
 static int missing(const hvd_arena_t *a, uint64_t want, int *first) {
     int m = 0;
     for (int i = 0; i < a->n; i++) {
-        if (i != a->self && __atomic_load_n(progress(a, i), __ATOMIC_ACQUIRE) < want) {
+        if (i != a->self && !published(a, i, want)) {
             if (!m)
                 *first = i;
             m++;
@@ -180,7 +208,7 @@ static hvd_status_t timeout_error(hvd_arena_t *a, uint64_t want) {
     size_t len = 0;
     who[0] = '\0';
     for (int i = 0; i < a->n && len < sizeof who; i++) {
-        if (i == a->self || __atomic_load_n(progress(a, i), __ATOMIC_ACQUIRE) >= want)
+        if (i == a->self || published(a, i, want))
             continue;
         int w = snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
                          a->ranks ? a->ranks[i] : i);

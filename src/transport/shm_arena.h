@@ -12,6 +12,12 @@
  * rank reads only between its wait and its next publish, and writes a slot only two steps
  * after it was last read, the double buffer needs no other handshake.
  *
+ * Small steps go in the box: besides its slots, each member has a box for each parity of
+ * the step number, whose first word is the step number it published there; the bytes a rank
+ * writes into its box before publishing travel with that word, in the same two cache lines,
+ * so a step that fits moves as one transfer from each member. The box is read, like the
+ * slots, between the wait and the next publish, and is rewritten two steps on.
+ *
  * Waiting spins for spin_us (yielding the core on every turn when the host is
  * oversubscribed), then sleeps on a futex that publishers wake; every wait also watches the
  * members' liveness and this process's interrupt through check(), bounds the time without
@@ -67,6 +73,14 @@ void hvd__arena_format(void *mem, int n, size_t data_bytes);
  * caller's to set afterwards. */
 hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, int self,
                                size_t data_bytes);
+
+/* Inline bytes of a box. */
+#define HVD_ARENA_BOX_BYTES 120
+
+/* This rank's box for the step it publishes next (HVD_ARENA_BOX_BYTES bytes). */
+uint8_t *hvd__arena_box_out(const hvd_arena_t *a);
+/* Member idx's box of the step this rank published last (read after its wait). */
+const uint8_t *hvd__arena_box_in(const hvd_arena_t *a, int idx);
 
 /* Member idx's slot of the current step: its head (HVD_ARENA_SLOT_HEAD bytes) and data. */
 uint8_t *hvd__arena_head(const hvd_arena_t *a, int idx);

@@ -1,5 +1,5 @@
-/* The host arena: processes that map it step together and read each other's slots (the
- * double buffer keeps a slot unchanged until every member has read it); a wait ends with
+/* The host arena: processes that map it step together and read each other's slots and boxes
+ * (the double buffers keep them unchanged until every member has read them); a wait ends with
  * HVD_ERR_TIMEOUT naming the members that never came, with the check's error at once, and
  * with the first recorded abort's cause (also one recorded by another process while this
  * one sleeps); a header that does not match is refused. */
@@ -38,9 +38,29 @@ static void view(hvd_arena_t *a, void *mem, int n, int self, int timeout_ms) {
     a->timeout_ms = timeout_ms;
 }
 
-/* Member self of n: STEPS steps, each writing (step, self) into its slot and checking every
- * other member's value of the same step after the wait. Returns the number of wrong reads. */
+/* Member self of n: STEPS steps, each writing (step, self) into its slot and its box (the
+ * box also filled to its end) and checking every other member's values of the same step after
+ * the wait; every third step is followed by one more step on the same slot (as a collective
+ * that publishes twice per slot does), which changes only the boxes. Returns the number of
+ * wrong reads. */
 #define STEPS 2000
+static int box_wrong(const hvd_arena_t *a, int idx, uint32_t s) {
+    const uint8_t *b = hvd__arena_box_in(a, idx);
+    uint32_t got[2];
+    memcpy(got, b, sizeof got);
+    int wrong = got[0] != s || got[1] != (uint32_t)idx;
+    for (size_t k = sizeof got; k < HVD_ARENA_BOX_BYTES; k++)
+        wrong += b[k] != (uint8_t)(s + idx);
+    return wrong;
+}
+
+static void box_put(hvd_arena_t *a, int self, uint32_t s) {
+    uint8_t *b = hvd__arena_box_out(a);
+    uint32_t v[2] = {s, (uint32_t)self};
+    memcpy(b, v, sizeof v);
+    memset(b + sizeof v, (uint8_t)(s + self), HVD_ARENA_BOX_BYTES - sizeof v);
+}
+
 static int run_member(void *mem, int n, int self) {
     hvd_arena_t a;
     view(&a, mem, n, self, 10000);
@@ -48,12 +68,21 @@ static int run_member(void *mem, int n, int self) {
     for (uint32_t s = 0; s < STEPS; s++) {
         uint32_t v[2] = {s, (uint32_t)self};
         memcpy(hvd__arena_data(&a, self), v, sizeof v);
+        box_put(&a, self, s);
         if (hvd__arena_step(&a) != HVD_OK)
             return -1;
         for (int i = 0; i < n; i++) {
             uint32_t got[2];
             memcpy(got, hvd__arena_data(&a, i), sizeof got);
             wrong += got[0] != s || got[1] != (uint32_t)i;
+            wrong += box_wrong(&a, i, s);
+        }
+        if (s % 3 == 0) {
+            box_put(&a, self, s + 7);
+            if (hvd__arena_step(&a) != HVD_OK)
+                return -1;
+            for (int i = 0; i < n; i++)
+                wrong += box_wrong(&a, i, s + 7);
         }
         hvd__arena_flip(&a);
     }
