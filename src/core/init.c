@@ -93,6 +93,9 @@ static hvd_status_t check_topology(const hvd_params_t *p) {
     return HVD_OK;
 }
 
+/* How long one check-in request waits before the rank looks at how many have checked in. */
+#define CHECK_IN_POLL_MS 5000
+
 /* Name up to a few ranks missing from a check-in scope, for the timeout message. */
 static void describe_missing(const hvd_store_scope_t *s, int size, char *out, size_t out_size) {
     size_t n = 0;
@@ -117,10 +120,6 @@ static void describe_missing(const hvd_store_scope_t *s, int size, char *out, si
         snprintf(out + n, out_size - n, " (%d of %d missing)", missing, size);
 }
 
-/* Every rank announces itself in the scope of this init generation and waits, in one
- * long-poll request, until all ranks have: after this, every rank knows the job is complete.
- * The scope is new for each generation so that a rank re-initialising early can never
- * disturb a slower rank still reading the previous generation. */
 /* This machine's identity for rank_info_t.machine: the kernel's boot id, or "unknown". */
 static void machine_id(char *out, size_t size) {
     snprintf(out, size, "unknown");
@@ -175,6 +174,33 @@ static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info
     return st;
 }
 
+/* The check-in wait of a static job: the timeout counts from the latest rank to check in, not
+ * from this rank's own check-in, so that a launcher still starting ranks (a thousand on one
+ * host take tens of seconds) never fails the early ones while check-ins keep arriving. Each
+ * request waits at most a few seconds; the scope it returns short says how many are in. */
+static hvd_status_t wait_check_in_static(hvd_context_t *c, const char *scope, int timeout_ms,
+                                         hvd_store_scope_t *scope_p) {
+    size_t size = (size_t)c->params.size, seen = 0;
+    int64_t deadline = hvd__clock_deadline_ms(timeout_ms);
+    for (;;) {
+        int64_t step = hvd__clock_deadline_ms(CHECK_IN_POLL_MS);
+        hvd_store_scope_t s = {0};
+        hvd_status_t st =
+            hvd__store_get_scope(c->store, scope, size, step < deadline ? step : deadline, &s);
+        if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
+            return st;
+        if (s.count > seen) {
+            seen = s.count;
+            deadline = hvd__clock_deadline_ms(timeout_ms);
+        }
+        if (s.count >= size || hvd__clock_remaining_ms(deadline) == 0) {
+            *scope_p = s;
+            return s.count >= size ? HVD_OK : HVD_ERR_TIMEOUT;
+        }
+        hvd__store_scope_fini(&s);
+    }
+}
+
 /* The check-in wait of an elastic round. The driver may fail the round before it forms
  * (init.r<R>/abort), and then some ranks never check in: so no request waits more than a
  * second, and the abort key, which counts towards the scope's keys, is looked for first. */
@@ -224,15 +250,15 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
                                p->rank, p->rendezvous_addr, p->rendezvous_port);
     hvd_store_scope_t s = {0};
     st = c->elastic ? wait_check_in_elastic(c, scope, deadline, &s)
-                    : hvd__store_get_scope(c->store, scope, (size_t)p->size, deadline, &s);
+                    : wait_check_in_static(c, scope, p->gloo_timeout_seconds * 1000, &s);
     if (st == HVD_ERR_TIMEOUT && s.entries) {
         char missing[256];
         describe_missing(&s, p->size, missing, sizeof missing);
         hvd__store_scope_fini(&s);
         return hvd__error_set(HVD_ERR_TIMEOUT,
-                              "rank %d: rendezvous timed out after %d s waiting for ranks %s to "
-                              "check in at %s/ of %s:%d; raise HOROVOD_GLOO_TIMEOUT_SECONDS if "
-                              "they are slow to start",
+                              "rank %d: rendezvous timed out: no rank checked in for %d s and "
+                              "ranks %s never did at %s/ of %s:%d; raise "
+                              "HOROVOD_GLOO_TIMEOUT_SECONDS if they are slow to start",
                               p->rank, p->gloo_timeout_seconds, missing, scope, p->rendezvous_addr,
                               p->rendezvous_port);
     }

@@ -43,10 +43,15 @@
  * beyond, the oldest is dropped to make room), each for at most HANDSHAKE_MS. */
 #define MAX_PENDING 16
 #define HANDSHAKE_MS 10000
-/* Data bytes of each direction's ring between two ranks of one host. Pages are touched only
- * as bytes flow; 1 MiB keeps a ring step of a large allreduce streaming (measured against
- * 4 MiB: no faster at np 2) while 64 peers of one rank stay at 128 MiB. */
+/* Data bytes of each direction's ring between two ranks of one host: 1 MiB keeps a ring step
+ * of a large allreduce streaming (measured against 4 MiB: no faster at np 2). Every ring is
+ * allocated whole when its pair connects (hvd__shm_create), so on a host with many ranks the
+ * rings shrink to keep what one rank's rings to all the others may take within
+ * SHM_RING_BUDGET, down to SHM_RING_MIN: at 1 MiB, 512 ranks of one host connected along a
+ * recursive doubling's pattern took 10 GiB of memory and seconds to zero it. */
 #define SHM_RING_CAP ((size_t)1 << 20)
+#define SHM_RING_MIN ((size_t)64 << 10)
+#define SHM_RING_BUDGET ((size_t)32 << 20)
 /* The host arena (shm_arena.h): data bytes of each slot, i.e. what a rank contributes per
  * step of a large shared-memory collective. */
 #define ARENA_DATA ((size_t)256 << 10)
@@ -170,8 +175,15 @@ static void close_fd(tcp_t *t, int fd) {
     close(fd);
 }
 
-static size_t shm_bytes(void) {
-    return 2 * hvd__ring_bytes(SHM_RING_CAP);
+static size_t shm_bytes(const tcp_t *t) {
+    return 2 * hvd__ring_bytes(t->ring_cap);
+}
+
+size_t hvd__tcp_ring_cap(int n) {
+    size_t cap = SHM_RING_CAP;
+    while (cap > SHM_RING_MIN && (size_t)(n > 1 ? n - 1 : 1) * 2 * cap > SHM_RING_BUDGET)
+        cap /= 2;
+    return cap;
 }
 
 static void peer_reset(tcp_t *t, peer_t *p) {
@@ -179,7 +191,7 @@ static void peer_reset(tcp_t *t, peer_t *p) {
         close_fd(t, p->fd);
     if (p->shm_fd >= 0)
         close(p->shm_fd);
-    hvd__shm_unmap(p->shm, shm_bytes());
+    hvd__shm_unmap(p->shm, shm_bytes(t));
     free(p->stage);
     memset(p, 0, sizeof *p);
     p->fd = p->shm_fd = -1;
@@ -190,15 +202,15 @@ static void peer_reset(tcp_t *t, peer_t *p) {
  * to the higher, ring 1 the other way. Takes fd (closed: the mapping keeps the memory). */
 static hvd_status_t shm_attach(tcp_t *t, int r, peer_t *p, int fd) {
     void *mem;
-    hvd_status_t st = hvd__shm_map(fd, shm_bytes(), &mem);
+    hvd_status_t st = hvd__shm_map(fd, shm_bytes(t), &mem);
     close(fd);
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d (host %s)", r, t->addrs[r].host);
     p->shm = mem;
-    uint8_t *ring0 = mem, *ring1 = ring0 + hvd__ring_bytes(SHM_RING_CAP);
+    uint8_t *ring0 = mem, *ring1 = ring0 + hvd__ring_bytes(t->ring_cap);
     int lower = t->base.rank < r;
-    hvd__ring_attach(&p->tx, lower ? ring0 : ring1, SHM_RING_CAP);
-    hvd__ring_attach(&p->rx, lower ? ring1 : ring0, SHM_RING_CAP);
+    hvd__ring_attach(&p->tx, lower ? ring0 : ring1, t->ring_cap);
+    hvd__ring_attach(&p->rx, lower ? ring1 : ring0, t->ring_cap);
     p->is_shm = 1;
     return HVD_OK;
 }
@@ -469,7 +481,7 @@ static int step_pending(tcp_t *t) {
         }
         /* A same-host peer gets the pair's shared memory with the WELCOME. */
         int shm_fd = -1;
-        if (pd->is_unix && hvd__shm_create(shm_bytes(), "hvd-rings", &shm_fd) != HVD_OK) {
+        if (pd->is_unix && hvd__shm_create(shm_bytes(t), "hvd-rings", &shm_fd) != HVD_OK) {
             pending_drop(t, i, hvd_last_error());
             continue;
         }
@@ -1390,11 +1402,14 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
     memcpy(t->addrs, cfg->peers, (size_t)cfg->size * sizeof *t->addrs);
+    int nlocal = 0;
     for (int r = 0; r < cfg->size; r++) {
         t->peers[r].fd = t->peers[r].shm_fd = -1;
         t->peers[r].send_head = t->peers[r].recv_head = NONE;
         t->local[r] = cfg->local && cfg->local[r] && r != cfg->rank;
+        nlocal += t->local[r];
     }
+    t->ring_cap = hvd__tcp_ring_cap(nlocal + 1);
     if (cfg->local && arena_plan(t) != HVD_OK) {
         tcp_destroy(&t->base);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");

@@ -44,6 +44,11 @@ size_t hvd__tcp_unix_name(const char *addr, int port, char out[HVD_TCP_UNIX_NAME
  * arena's creator, the host's highest rank, and the transport offers the arena (ops->arena)
  * only when every member mapped it. Without shared memory anywhere among them it still
  * takes part (answering no). Returns a transport error (the exchange's) or HVD_OK. */
+/* Data bytes of each shared-memory ring between two of a host's n ranks: the same on all of
+ * them (they agree on the memory's size), a power of two, smaller on hosts with many ranks so
+ * that one rank's rings to all the others stay within a budget. */
+size_t hvd__tcp_ring_cap(int n);
+
 hvd_status_t hvd__tcp_arena_join(hvd_transport_t *t, const int *members, int n);
 
 /* Create the transport. On failure listen_fd and unix_listen_fd are closed. */

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# hvd_init through the launcher's store: a rank that never arrives is named in the timeout;
-# a process without the job's secret is refused.
+# hvd_init through the launcher's store: a rank that never arrives is named in the timeout,
+# which counts from the latest check-in (ranks that keep arriving, each within it, all get
+# in); a process without the job's secret is refused.
 source "$(dirname "$0")/lib.sh"
 
 run_hvd -np 3 --gloo-timeout-seconds 2 sh -c "if [ \$HOROVOD_RANK = 1 ]; then sleep 20; else exec $HELLO; fi"
 [[ $RC -ne 0 ]] || fail "a missing rank went unnoticed"
-expect_contains "timeout names the missing rank" "$ERR" "waiting for ranks 1 (1 of 3 missing)"
+expect_contains "timeout names the missing rank" "$ERR" "ranks 1 (1 of 3 missing) never did"
 expect_contains "timeout is an HVD_ERR_TIMEOUT" "$ERR" "HVD_ERR_TIMEOUT"
+
+# Check-ins 2 s apart, the last 4 s after the first, with a 3 s timeout.
+run_hvd -np 3 --gloo-timeout-seconds 3 sh -c "sleep \$((HOROVOD_RANK * 2)); exec $HELLO"
+expect_eq "staggered check-ins within the timeout of each other" 0 "$RC"
+expect_contains "the last to arrive got in" "$OUT" "hello from rank 2 of 3"
 
 run_hvd -np 2 sh -c "_HOROVOD_SECRET_KEY=$(printf '%064d' 7) exec $HELLO"
 [[ $RC -ne 0 ]] || fail "a wrong secret was accepted"

@@ -12,6 +12,7 @@
 #include "os/shm.h"
 #include "os/socket.h"
 #include "transport/shm_ring.h"
+#include "transport/tcp.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -179,6 +180,23 @@ static void test_across_processes(void **state) {
     close(sv[0]);
 }
 
+/* The pairs' ring size: 1 MiB on small hosts; on big ones what one rank's rings to every
+ * other rank of its host take stays within 32 MiB, down to 64 KiB each (1,024 ranks of one
+ * host once took 2 MiB per connected pair, 20 GiB in all); always a power of two. */
+static void test_ring_cap_shrinks_with_the_host(void **state) {
+    (void)state;
+    assert_int_equal(hvd__tcp_ring_cap(1), 1 << 20);
+    assert_int_equal(hvd__tcp_ring_cap(2), 1 << 20);
+    assert_int_equal(hvd__tcp_ring_cap(16), 1 << 20);
+    assert_int_equal(hvd__tcp_ring_cap(64), 256 << 10);
+    assert_int_equal(hvd__tcp_ring_cap(1024), 64 << 10);
+    for (int n = 1; n <= 4096; n = n * 3 + 1) {
+        size_t cap = hvd__tcp_ring_cap(n);
+        assert_true(cap >= (64 << 10) && (cap & (cap - 1)) == 0);
+        assert_true(cap == (64 << 10) || (size_t)(n - 1) * 2 * cap <= (32u << 20));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_across_wraps_and_partial_writes),
@@ -187,6 +205,7 @@ int main(void) {
         cmocka_unit_test(test_sleep_flags),
         cmocka_unit_test(test_memfd_checks),
         cmocka_unit_test(test_across_processes),
+        cmocka_unit_test(test_ring_cap_shrinks_with_the_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
