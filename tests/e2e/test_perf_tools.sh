@@ -52,4 +52,19 @@ expect_contains "comparison table" "$out" "hvd_us"
 line=$(grep -E '^2 +8 ' <<<"$out" || true)
 [[ $line =~ ^2\ +8\ +[0-9]+\.[0-9]+ ]] || fail "no hvd time for 8 B in: $out"
 [[ -s "$TMP/cmp/info.txt" ]] || fail "compare_allreduce.sh wrote no raw outputs"
+
+# tools/bench_many_ranks.sh: a clean run is counted clean; a run with an error line is not,
+# and keeps its output (a build whose hello fails stands in for a broken job).
+out=$("$HVD_SOURCE_DIR/tools/bench_many_ranks.sh" --build "$HVD_BUILD_DIR" --np 3 --runs 2 2>&1) ||
+  fail "bench_many_ranks.sh failed on a clean job: $out"
+expect_contains "many ranks summary" "$out" "np 3: 2 of 2 runs clean"
+mkdir -p "$TMP/badbuild/examples"
+ln -s "$HVD_BUILD_DIR/horovodrun" "$TMP/badbuild/horovodrun"
+printf '#!/bin/sh\necho "hello from rank $HOROVOD_RANK"\necho "some error" >&2\n' >"$TMP/badbuild/examples/hello"
+chmod +x "$TMP/badbuild/examples/hello"
+if out=$("$HVD_SOURCE_DIR/tools/bench_many_ranks.sh" --build "$TMP/badbuild" --np 2 --runs 1 2>&1); then
+  fail "bench_many_ranks.sh counted a run with error lines clean: $out"
+fi
+expect_contains "many ranks failed run" "$out" "np 2: 0 of 1 runs clean"
+expect_contains "many ranks keeps the output" "$out" "output kept in"
 echo "PASS"
