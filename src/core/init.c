@@ -93,9 +93,6 @@ static hvd_status_t check_topology(const hvd_params_t *p) {
     return HVD_OK;
 }
 
-/* How long one check-in request waits before the rank looks at how many have checked in. */
-#define CHECK_IN_POLL_MS 5000
-
 /* Name up to a few ranks missing from a check-in scope, for the timeout message. */
 static void describe_missing(const hvd_store_scope_t *s, int size, char *out, size_t out_size) {
     size_t n = 0;
@@ -174,28 +171,39 @@ static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info
     return st;
 }
 
-/* The check-in wait of a static job: the timeout counts from the latest rank to check in, not
- * from this rank's own check-in, so that a launcher still starting ranks (a thousand on one
- * host take tens of seconds) never fails the early ones while check-ins keep arriving. Each
- * request waits at most a few seconds; the scope it returns short says how many are in. */
+/* The check-in wait of a static job: the timeout counts from the latest check-ins seen, not
+ * from this rank's own, so that a launcher still starting ranks (a thousand on one host take
+ * tens of seconds) never fails the early ones while check-ins keep arriving. One long poll per
+ * timeout: when it ends short, the ranks that came meanwhile buy another timeout (so a rank
+ * gives up between one and two timeouts after the last arrival). A poll the store left
+ * unanswered (a store busy with a thousand clients) is asked again within the same bounds. */
 static hvd_status_t wait_check_in_static(hvd_context_t *c, const char *scope, int timeout_ms,
                                          hvd_store_scope_t *scope_p) {
     size_t size = (size_t)c->params.size, seen = 0;
-    int64_t deadline = hvd__clock_deadline_ms(timeout_ms);
+    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + timeout_ms;
     for (;;) {
-        int64_t step = hvd__clock_deadline_ms(CHECK_IN_POLL_MS);
         hvd_store_scope_t s = {0};
-        hvd_status_t st =
-            hvd__store_get_scope(c->store, scope, size, step < deadline ? step : deadline, &s);
+        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, deadline, &s);
+        if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(give_up) > 0) {
+            HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
+                      hvd_last_error());
+            if (hvd__clock_remaining_ms(deadline) == 0)
+                deadline = give_up;
+            continue;
+        }
         if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
             return st;
-        if (s.count > seen) {
+        if (s.count >= size) {
+            *scope_p = s;
+            return HVD_OK;
+        }
+        if (s.count > seen && hvd__clock_remaining_ms(deadline) == 0) {
             seen = s.count;
             deadline = hvd__clock_deadline_ms(timeout_ms);
-        }
-        if (s.count >= size || hvd__clock_remaining_ms(deadline) == 0) {
+            give_up = deadline + timeout_ms;
+        } else if (hvd__clock_remaining_ms(deadline) == 0) {
             *scope_p = s;
-            return s.count >= size ? HVD_OK : HVD_ERR_TIMEOUT;
+            return HVD_ERR_TIMEOUT;
         }
         hvd__store_scope_fini(&s);
     }
@@ -256,8 +264,8 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
         describe_missing(&s, p->size, missing, sizeof missing);
         hvd__store_scope_fini(&s);
         return hvd__error_set(HVD_ERR_TIMEOUT,
-                              "rank %d: rendezvous timed out: no rank checked in for %d s and "
-                              "ranks %s never did at %s/ of %s:%d; raise "
+                              "rank %d: rendezvous timed out: no rank checked in for at least %d "
+                              "s and ranks %s never did at %s/ of %s:%d; raise "
                               "HOROVOD_GLOO_TIMEOUT_SECONDS if they are slow to start",
                               p->rank, p->gloo_timeout_seconds, missing, scope, p->rendezvous_addr,
                               p->rendezvous_port);

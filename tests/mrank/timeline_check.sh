@@ -17,6 +17,7 @@
 #   --balanced           every B has its E on the same tensor; timestamps never go back
 #   --min-events N       at least N events
 set -euo pipefail
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR # set -e would end silently
 
 check() {
   /usr/bin/python3 -c '

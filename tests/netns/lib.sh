@@ -5,6 +5,10 @@
 #   source lib.sh; netns_require NAME; netns_bed_up N [--isolated K]; on h1 CMD...
 # A test may set netns_tmp to a directory that the cleanup removes too.
 
+# set -e alone ends a test without a word: name the command and line that stopped it (as
+# tests/e2e/lib.sh does; not inherited by functions, whose expected failures would be noise)
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
+
 netns_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 netbed=$netns_here/netbed.sh
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every C source and header is formatted as .clang-format says.
 set -euo pipefail
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR # set -e would end silently
 cd "$1"
 bad=0
 while IFS= read -r f; do

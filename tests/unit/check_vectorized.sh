@@ -5,6 +5,7 @@
 # carry gradients), and both bool loops. A change that defeats the vectoriser (an aliasing
 # pointer, a call inside a loop) fails here instead of silently costing bandwidth.
 set -euo pipefail
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR # set -e would end silently
 cc="$1"
 src="$2/src/collectives/reduce.c"
 report=$("$cc" -O3 -std=c11 -I"$2/include" -I"$2/src" -c "$src" -o /dev/null \
