@@ -370,6 +370,22 @@ static void read_stream(hvd_workers_t *w, worker_t *r, int is_err) {
     close_stream(w, r, is_err); /* end of file, or an error: the stream is over */
 }
 
+/* Read what the stream holds now (up to DRAIN_MAX), then close it. */
+#define DRAIN_MAX ((size_t)16 << 20)
+static void drain_stream(hvd_workers_t *w, worker_t *r, int is_err) {
+    int fd = is_err ? r->proc.err_fd : r->proc.out_fd;
+    for (size_t total = 0; (is_err ? r->err_open : r->out_open) && total < DRAIN_MAX;) {
+        ssize_t n = read(fd, w->rbuf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        hvd__output_stream_feed(is_err ? &r->err : &r->out, w->rbuf, (size_t)n);
+        total += (size_t)n;
+    }
+    close_stream(w, r, is_err);
+}
+
 static void on_signals(hvd_workers_t *w) {
     struct signalfd_siginfo si;
     while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -453,9 +469,11 @@ static void enforce_deadlines(hvd_workers_t *w) {
             mark_gone(w, i);
         }
         if (r->gone && (r->out_open || r->err_open) && now - r->gone_ms >= DRAIN_MS) {
-            /* something outside the worker's tree holds its pipes: stop waiting for them */
-            close_stream(w, r, 0);
-            close_stream(w, r, 1);
+            /* something outside the worker's tree holds its pipes: stop waiting for them, but
+             * not before taking what they hold (a busy launcher with a thousand workers could
+             * be this late to read a line the worker wrote as it exited) */
+            drain_stream(w, r, 0);
+            drain_stream(w, r, 1);
         }
     }
 }
