@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #define LINE 64
-#define MAGIC 0x68766461u /* "hvda" */
+/* "hvdb": the layout with boxes ("hvda" had a progress line per member), so that ranks of
+ * different builds on one host refuse each other's arena instead of misreading it. */
+#define MAGIC 0x68766462u
 #define ABORT_MSG 1024
 /* How long a sleeper waits before it looks at the members' liveness again: a member killed
  * while the others sleep is noticed within this (plus the hang-up check). */
@@ -57,8 +59,10 @@ static size_t lines(size_t bytes) {
 
 #define OFF_WAKE LINE
 #define OFF_ABORT (2 * LINE)
-/* A box is two lines, on a two-line boundary: the pair the caches fetch together. */
-#define BOX (HVD_ARENA_BOX_BYTES + 8)
+/* A box is two lines, on a two-line boundary (the pair the caches fetch together): the step
+ * number (BOX_HEAD bytes), then the inline bytes. */
+#define BOX_HEAD 8
+#define BOX (BOX_HEAD + HVD_ARENA_BOX_BYTES)
 #define OFF_BOXES ((OFF_ABORT + sizeof(abort_t) + BOX - 1) / BOX * BOX)
 
 static size_t slot_bytes(size_t data_bytes) {
@@ -120,11 +124,11 @@ hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, i
 }
 
 uint8_t *hvd__arena_box_out(const hvd_arena_t *a) {
-    return box(a, a->self, a->seq + 1) + 8;
+    return box(a, a->self, a->seq + 1) + BOX_HEAD;
 }
 
 const uint8_t *hvd__arena_box_in(const hvd_arena_t *a, int idx) {
-    return box(a, idx, a->seq) + 8;
+    return box(a, idx, a->seq) + BOX_HEAD;
 }
 
 uint8_t *hvd__arena_head(const hvd_arena_t *a, int idx) {
