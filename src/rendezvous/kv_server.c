@@ -781,6 +781,13 @@ static int cond_init_monotonic(pthread_cond_t *c) {
     return rc == 0 ? 0 : -1;
 }
 
+unsigned hvd__kv_server_connections_for(size_t ranks) {
+    size_t n = ranks + 1024;
+    if (n < HVD_KV_SERVER_DEFAULT_MAX_CONNECTIONS)
+        n = HVD_KV_SERVER_DEFAULT_MAX_CONNECTIONS;
+    return n > (1u << 20) ? (1u << 20) : (unsigned)n;
+}
+
 hvd_status_t hvd__kv_server_start(const hvd_kv_server_config_t *cfg, hvd_kv_server_t **server_p) {
     if (!cfg || !cfg->secret)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "rendezvous server: no job secret given");

@@ -45,6 +45,12 @@ typedef struct hvd_kv_server hvd_kv_server_t;
  * HVD_ERR_NO_MEMORY. *server_p is written only on success. Thread safe. */
 hvd_status_t hvd__kv_server_start(const hvd_kv_server_config_t *cfg, hvd_kv_server_t **server_p);
 
+/* The connection limit for a job of `ranks` ranks: each rank holds at most one request at a
+ * time (its held check-in poll included), plus room for the launcher's own clients and for
+ * connections still closing. Never below HVD_KV_SERVER_DEFAULT_MAX_CONNECTIONS. The process
+ * must allow as many descriptors (RLIMIT_NOFILE); libmicrohttpd refuses connections past it. */
+unsigned hvd__kv_server_connections_for(size_t ranks);
+
 /* The port actually listened on (the kernel's choice when cfg->port was 0). Never blocks. */
 int hvd__kv_server_port(const hvd_kv_server_t *server);
 

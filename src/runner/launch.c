@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "os/spawn.h"
+#include "rendezvous/kv_server.h"
 #include "runner/workers.h"
 
 #include <stdint.h>
@@ -60,6 +61,7 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
                                .verbose = cfg->verbose,
                                .kill_grace_ms = cfg->kill_grace_ms,
                                .max_workers = job.n,
+                               .extra_fds = hvd__kv_server_connections_for(job.n),
                                .ssh = cfg->ssh,
                                .remote_exe = cfg->remote_exe,
                                .cwd = cfg->cwd,

@@ -479,7 +479,11 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     /* All ranks on this host: the store listens on loopback only; else on every interface
      * (every request is authenticated with the job secret). */
     int any_interface = jh.nremote || s->discovery_script; /* a script may add remote hosts */
-    hvd_kv_server_config_t kc = {.bind_addr = any_interface ? "" : "127.0.0.1", .secret = &secret};
+    size_t ranks =
+        s->max_np > 0 && (size_t)s->max_np > plan->count ? (size_t)s->max_np : plan->count;
+    hvd_kv_server_config_t kc = {.bind_addr = any_interface ? "" : "127.0.0.1",
+                                 .secret = &secret,
+                                 .max_connections = hvd__kv_server_connections_for(ranks)};
     hvd_kv_server_t *server = NULL;
     hvd_env_list_t exports;
     hvd__env_list_init(&exports);

@@ -647,13 +647,15 @@ hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int re
     return HVD_OK;
 }
 
-/* Each worker holds 3 fds here (5 with --output-filename); raise the soft limit to fit them,
- * and let workers start with the limit horovodrun was given. */
+/* Each worker holds 3 fds here (5 with --output-filename), and the store serving them one
+ * connection each (cfg->extra_fds); raise the soft limit to fit them, and let workers start
+ * with the limit horovodrun was given. */
 static void fit_fd_limit(hvd_workers_t *w) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
-    rlim_t need = 64 + (rlim_t)w->cfg->max_workers * (w->cfg->output_dir ? 5 : 3);
+    rlim_t need =
+        64 + (rlim_t)w->cfg->extra_fds + (rlim_t)w->cfg->max_workers * (w->cfg->output_dir ? 5 : 3);
     if (rl.rlim_cur >= need)
         return;
     w->saved_nofile = rl;

@@ -35,6 +35,7 @@ typedef struct {
     int verbose;                   /* print each worker's command (never the secret) */
     int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period; <= 0: 5000 */
     size_t max_workers;            /* most workers started over the pool's life */
+    size_t extra_fds; /* descriptors the launcher needs besides the workers' (the store's) */
     /* Remote workers run as `ssh <options> host '<remote_exe>' --internal-exec` with their
      * spec on ssh's stdin (runner/remote_exec.h), in cwd over there. */
     const hvd_ssh_opts_t *ssh;

@@ -67,4 +67,16 @@ if out=$("$HVD_SOURCE_DIR/tools/bench_many_ranks.sh" --build "$TMP/badbuild" --n
 fi
 expect_contains "many ranks failed run" "$out" "np 2: 0 of 1 runs clean"
 expect_contains "many ranks keeps the output" "$out" "output kept in"
+
+# tools/rendezvous_sim: simulated ranks (an odd count, split over two client processes and
+# uneven hosts) each get every record from the store's real server; a row per rank count.
+out=$("$HVD_BUILD_DIR/tools/rendezvous_sim" --ranks "1 301" --per-host 7 --procs 2 --timeout 60 2>&1) ||
+  fail "rendezvous_sim failed: $out"
+grep -Eq '^ +1 ranks +ok +all records after +[0-9.]+ s' <<<"$out" || fail "no row for 1 rank: $out"
+grep -Eq '^ +301 ranks +ok .*store: peak RSS +[0-9.]+ MiB.* 0 retries' <<<"$out" ||
+  fail "no clean row for 301 ranks: $out"
+if out=$("$HVD_BUILD_DIR/tools/rendezvous_sim" --ranks "12 0" 2>&1); then
+  fail "rendezvous_sim accepted 0 ranks: $out"
+fi
+expect_contains "rendezvous_sim bad count" "$out" "bad rank count '0'"
 echo "PASS"

@@ -734,6 +734,11 @@ static void test_connection_limit(void **state) {
     resp_fini(&r);
     close(fifth);
     hvd__kv_server_stop(s);
+    /* horovodrun's limit: the default for small jobs, a held poll per rank and room to spare
+     * for big ones (16,384 ranks must not queue behind 4,096 connections) */
+    assert_int_equal(hvd__kv_server_connections_for(1), HVD_KV_SERVER_DEFAULT_MAX_CONNECTIONS);
+    assert_int_equal(hvd__kv_server_connections_for(3000), HVD_KV_SERVER_DEFAULT_MAX_CONNECTIONS);
+    assert_true(hvd__kv_server_connections_for(16384) >= 16384 + 1024);
 }
 
 static void test_hung_up_client(void **state) {
