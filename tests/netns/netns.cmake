@@ -1,9 +1,12 @@
 # Several hosts on this machine as network namespaces with sshd each (tests/netns/README.md).
 # Each test builds a bed of its own (a prefix per process) and removes it however it ends.
+# One bed at a time (RESOURCE_LOCK): four beds being built at once on two cores took twice as
+# long each, and a bed's sshd could miss its 20 s readiness deadline.
 # They need root and `ip netns`: where those are missing they exit 77, which ctest reports
 # as skipped with the script's message, never as passed.
 foreach(t netbed multihost discovery elastic)
   add_test(NAME netns.${t} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_${t}.sh)
   set_tests_properties(netns.${t} PROPERTIES TIMEOUT 300 LABELS netns SKIP_RETURN_CODE 77
+    RESOURCE_LOCK netbed
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
