@@ -1,5 +1,5 @@
 foreach(t env_contract dry_run cli failure signals output rendezvous install faults perf_tools
-          train_example core_faults core_fault_messages core_timeline mpi elastic shm)
+          train_example core_faults core_fault_messages core_timeline mpi elastic shm port_barrage)
   hvd_e2e_test(${t} tests/e2e/test_${t}.sh)
 endforeach()
 # The deterministic elastic training program of the elastic tests (its header says what it
