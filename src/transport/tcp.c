@@ -102,6 +102,7 @@ typedef struct {
     uint8_t buf[HVD_HELLO_LEN];
     size_t got;
     int64_t since_ms;
+    uint64_t seq; /* order of acceptance (since_ms ties within a millisecond) */
     char from[64];
 } pending_t;
 
@@ -120,6 +121,7 @@ typedef struct {
     char congestion[16];
     pending_t *pending;
     int npending, max_pending;
+    uint64_t accepted; /* connections accepted so far (pending_t.seq) */
     /* first cause once poisoned */
     hvd_status_t poison;
     char poison_msg[1024];
@@ -371,6 +373,18 @@ static void pending_drop(tcp_t *t, int i, const char *why) {
     t->pending[i] = t->pending[--t->npending];
 }
 
+/* The connection waiting longest for its HELLO: the one to give up when the list is full. A
+ * peer answers its CHALLENGE within a round trip, so under a flood the strangers that came
+ * before it are the oldest; dropping slot 0 instead could hit a peer, because removing an
+ * entry moves the newest one there. */
+static int oldest_pending(const tcp_t *t) {
+    int oldest = 0;
+    for (int i = 1; i < t->npending; i++)
+        if (t->pending[i].seq < t->pending[oldest].seq)
+            oldest = i;
+    return oldest;
+}
+
 /* Accept what waits on one listener (is_unix: the same-host one) and send each its
  * CHALLENGE. */
 static void accept_on(tcp_t *t, int lfd, int is_unix) {
@@ -383,12 +397,13 @@ static void accept_on(tcp_t *t, int lfd, int is_unix) {
         if (fd < 0)
             return; /* EAGAIN, or a transient error the next loop retries */
         if (t->npending == t->max_pending)
-            pending_drop(t, 0, "too many unauthenticated connections");
+            pending_drop(t, oldest_pending(t), "too many unauthenticated connections");
         pending_t *pd = &t->pending[t->npending];
         memset(pd, 0, sizeof *pd);
         pd->fd = fd;
         pd->is_unix = is_unix;
         pd->since_ms = hvd__clock_now_ms();
+        pd->seq = t->accepted++;
         if (is_unix) {
             snprintf(pd->from, sizeof pd->from, "this host's unix socket");
         } else {
