@@ -220,7 +220,13 @@ static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, i
         hvd_store_scope_t s = {0};
         hvd_status_t st =
             hvd__store_get_scope(c->store, scope, size, step < deadline ? step : deadline, &s);
-        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT */
+        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT; a poll the
+         * store left unanswered (busy with hundreds of workers starting) is asked again */
+        if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(deadline) > 0) {
+            HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
+                      hvd_last_error());
+            continue;
+        }
         if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
             return st;
         if ((st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
