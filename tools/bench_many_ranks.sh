@@ -3,28 +3,35 @@
 # the exit status, the wall time and the number of lines that are not a rank's hello (an error,
 # a warning, a dropped connection: a clean run has none), then the runs that were clean and the
 # median, smallest and largest time. A benchmark, not a test (1,024 ranks take most of a minute
-# on two cores).
+# on two cores). --elastic runs an elastic job instead (--min-np N: the elastic driver, its
+# heartbeats and the per-round check-in through the store): tests/elastic_worker --steps 20,
+# whose rank 0 prints its commits and "done step 20 acc 190 resets 0" (the exact result, no
+# reset); a clean run prints nothing else.
 # Usage: tools/bench_many_ranks.sh [--build DIR] [--np "256 1024"] [--runs N] [--keep DIR]
+#                                  [--elastic]
 # --keep keeps every run's output there (else only a failed run's, under $TMPDIR).
 # Exit status: 0 when every run was clean, 1 otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${here%/tools}/build nps=1024 runs=10 keep=""
+build=${here%/tools}/build nps=1024 runs=10 keep="" elastic=0
 while (($#)); do
   case $1 in
     --build) build=${2:?}; shift ;;
     --np) nps=${2:?}; shift ;;
     --runs) runs=${2:?}; shift ;;
     --keep) keep=${2:?}; shift ;;
-    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --elastic) elastic=1; shift; continue ;;
+    -h | --help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench_many_ranks: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench_many_ranks: bad --runs: $runs" >&2; exit 2; }
-[[ -x $build/horovodrun && -x $build/examples/hello ]] ||
-  { echo "bench_many_ranks: build $build first (horovodrun, examples/hello)" >&2; exit 2; }
+prog=$build/examples/hello
+((elastic)) && prog=$build/tests/elastic_worker
+[[ -x $build/horovodrun && -x $prog ]] ||
+  { echo "bench_many_ranks: build $build first (horovodrun, $prog)" >&2; exit 2; }
 out=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/bench_many_ranks.XXXXXX")}
 mkdir -p "$out"
 
@@ -38,18 +45,27 @@ for np in $nps; do
     log="$out/np$np.run$i.log"
     s=$(date +%s%N)
     rc=0
-    "$build/horovodrun" -np "$np" -H "localhost:$np" "$build/examples/hello" >"$log" 2>&1 || rc=$?
+    if ((elastic)); then
+      "$build/horovodrun" -np "$np" --min-np "$np" -H "localhost:$np" "$prog" --steps 20 \
+        --commit-every 5 >"$log" 2>&1 || rc=$?
+      good='^\[0\]<stdout>:(commit [0-9]+ step [0-9]+ size '$np' acc [0-9]+|done step 20 acc 190 resets 0)$'
+      want=1 what="done lines"
+      done_re='^\[0\]<stdout>:done step 20 acc 190 resets 0$'
+    else
+      "$build/horovodrun" -np "$np" -H "localhost:$np" "$prog" >"$log" 2>&1 || rc=$?
+      good='^\[[0-9]*\]<stdout>:hello from rank' want=$np what=hellos done_re=$good
+    fi
     e=$(date +%s%N)
     t=$(awk -v a="$s" -v b="$e" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
-    hellos=$(grep -c '^\[[0-9]*\]<stdout>:hello from rank' "$log" || true)
-    other=$(grep -vc '^\[[0-9]*\]<stdout>:hello from rank' "$log" || true)
+    hellos=$(grep -Ec "$done_re" "$log" || true)
+    other=$(grep -Evc "$good" "$log" || true)
     printf '%-6s %-4s %-4s %9s %12s\n' "$np" "$i" "$rc" "$t" "$other"
-    if ((rc == 0 && other == 0 && hellos == np)); then
+    if ((rc == 0 && other == 0 && hellos == want)); then
       clean=$((clean + 1))
       [[ -n $keep ]] || rm -f "$log"
     else
       all_clean=0
-      echo "  run $i: $hellos of $np hellos; output kept in $log"
+      echo "  run $i: $hellos of $want $what; output kept in $log"
     fi
     times+=("$t")
   done
