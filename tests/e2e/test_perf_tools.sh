@@ -58,6 +58,9 @@ line=$(grep -E '^2 +8 ' <<<"$out" || true)
 out=$("$HVD_SOURCE_DIR/tools/bench_many_ranks.sh" --build "$HVD_BUILD_DIR" --np 3 --runs 2 2>&1) ||
   fail "bench_many_ranks.sh failed on a clean job: $out"
 expect_contains "many ranks summary" "$out" "np 3: 2 of 2 runs clean"
+out=$("$HVD_SOURCE_DIR/tools/bench_many_ranks.sh" --build "$HVD_BUILD_DIR" --elastic --np 3 --runs 1 2>&1) ||
+  fail "bench_many_ranks.sh --elastic failed on a clean job: $out"
+expect_contains "many ranks elastic summary" "$out" "np 3: 1 of 1 runs clean"
 mkdir -p "$TMP/badbuild/examples"
 ln -s "$HVD_BUILD_DIR/horovodrun" "$TMP/badbuild/horovodrun"
 printf '#!/bin/sh\necho "hello from rank $HOROVOD_RANK"\necho "some error" >&2\n' >"$TMP/badbuild/examples/hello"
