@@ -211,10 +211,13 @@ static hvd_status_t wait_check_in_static(hvd_context_t *c, const char *scope, in
 
 /* The check-in wait of an elastic round. The driver may fail the round before it forms
  * (init.r<R>/abort), and then some ranks never check in: so no request waits more than a
- * second, and the abort key, which counts towards the scope's keys, is looked for first. */
-static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, int64_t deadline,
+ * second, and the abort key, which counts towards the scope's keys, is looked for first. As in
+ * a static job the timeout counts from the latest check-ins seen (a driver starting 512
+ * workers on one host takes longer than the timeout, and the first ones gave up). */
+static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, int timeout_ms,
                                           hvd_store_scope_t *scope_p) {
-    size_t size = (size_t)c->params.size;
+    size_t size = (size_t)c->params.size, seen = 0;
+    int64_t deadline = hvd__clock_deadline_ms(timeout_ms);
     for (;;) {
         int64_t step = hvd__clock_deadline_ms(1000);
         hvd_store_scope_t s = {0};
@@ -232,6 +235,10 @@ static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, i
         if ((st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
             hvd__store_scope_fini(&s);
             return st;
+        }
+        if (s.count > seen) { /* arrivals since the last poll buy another timeout */
+            seen = s.count;
+            deadline = hvd__clock_deadline_ms(timeout_ms);
         }
         if (s.count >= size || hvd__clock_remaining_ms(deadline) == 0) {
             *scope_p = s;
@@ -263,7 +270,7 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
         return hvd__error_wrap(st, "rank %d could not check in with the rendezvous store at %s:%d",
                                p->rank, p->rendezvous_addr, p->rendezvous_port);
     hvd_store_scope_t s = {0};
-    st = c->elastic ? wait_check_in_elastic(c, scope, deadline, &s)
+    st = c->elastic ? wait_check_in_elastic(c, scope, p->gloo_timeout_seconds * 1000, &s)
                     : wait_check_in_static(c, scope, p->gloo_timeout_seconds * 1000, &s);
     if (st == HVD_ERR_TIMEOUT && s.entries) {
         char missing[256];

@@ -15,6 +15,14 @@ run_hvd -np 3 --gloo-timeout-seconds 3 sh -c "sleep \$((HOROVOD_RANK * 2)); exec
 expect_eq "staggered check-ins within the timeout of each other" 0 "$RC"
 expect_contains "the last to arrive got in" "$OUT" "hello from rank 2 of 3"
 
+# The same for an elastic round (a driver starting hundreds of workers takes longer than the
+# timeout): no worker gives up and retries its hvd_init.
+run_hvd --gloo-timeout-seconds 3 -np 3 --min-np 3 -H 127.0.0.1:3 sh -c "sleep \$((HOROVOD_LOCAL_RANK * 2)); \
+  exec $HVD_BUILD_DIR/tests/elastic_worker --steps 4 --commit-every 2"
+expect_eq "staggered elastic check-ins ($(tail -n 3 "$TMP/err"))" 0 "$RC"
+expect_contains "staggered elastic: exact result, no reset" "$OUT" "done step 4 acc 6 resets 0"
+expect_not_contains "staggered elastic: no worker retried" "$OUT$ERR" "trying again"
+
 # An elastic round whose store stops answering for 4 s while a worker waits for the other to
 # check in (a store busy with hundreds of workers starting): the waiting worker's poll goes
 # unanswered past its deadline, and it asks again instead of failing its hvd_init.
