@@ -3,7 +3,7 @@
  *
  *   horovodrun --host-discovery-script d.sh -np 3 --min-np 2 elastic_worker --steps N
  *       --commit-every K [--sleep-ms M] [--state-mb S] [--print-pid] [--bench]
- *       [--hang-on-failure HOST]
+ *       [--hang-on-failure HOST] [--stop-file PATH]
  *
  * State: a step counter, an accumulator and a float64 vector (S MB, default 8 KiB), all
  * registered with hvd_elastic_state_add, so the library saves, restores and syncs them. Each
@@ -21,6 +21,9 @@
  * --hang-on-failure HOST: the worker on HOST, once a collective fails because a peer was lost,
  * hangs without calling hvd again (its agent still sends heartbeats): the driver must end it
  * after --elastic-timeout.
+ * --stop-file PATH: at every commit the ranks agree (allreduce MAX) whether any of them sees
+ * PATH; if one does, training ends there and the checks below take that step as N (a test
+ * ends a job that must outlive something of unknown length without guessing its steps).
  * --bench: after every reset rank 0 prints, once its first allreduce of the new world
  * succeeded, "recovered <ms since this rank first saw the failure> <CLOCK_REALTIME ms>".
  * A worker the driver removes, or a job the driver stops, exits 0 after printing the reason
@@ -40,6 +43,7 @@ typedef struct {
     double state_mb;
     int print_pid, bench;
     const char *hang_host; /* --hang-on-failure HOST */
+    const char *stop_file; /* --stop-file PATH */
 } opts_t;
 
 typedef struct {
@@ -141,6 +145,17 @@ static hvd_status_t train(hvd_elastic_state_t *state, void *arg) {
                 printf("commit %lld step %lld size %d acc %.17g\n",
                        (long long)(w->step / w->o.commit_every), (long long)w->step, hvd_size(),
                        w->acc);
+            /* --stop-file: once any rank sees it, every rank ends here, at the same step */
+            int32_t stop = w->o.stop_file && access(w->o.stop_file, F_OK) == 0, any = 0;
+            if (w->o.stop_file) {
+                st = hvd_allreduce(&stop, &any, 1, HVD_INT32, HVD_MAX);
+                if (st != HVD_OK)
+                    return failed(w, st, "stop-file agreement");
+                if (any) {
+                    w->o.steps = w->step;
+                    break;
+                }
+            }
         }
     }
     return HVD_OK;
@@ -148,7 +163,8 @@ static hvd_status_t train(hvd_elastic_state_t *state, void *arg) {
 
 static int usage(void) {
     fprintf(stderr, "usage: elastic_worker --steps N --commit-every K [--sleep-ms M] "
-                    "[--state-mb S] [--print-pid] [--bench] [--hang-on-failure HOST]\n");
+                    "[--state-mb S] [--print-pid] [--bench] [--hang-on-failure HOST] "
+                    "[--stop-file PATH]\n");
     return 2;
 }
 
@@ -169,6 +185,11 @@ static int parse(int argc, char **argv, opts_t *o) {
             return -1;
         if (strcmp(a, "--hang-on-failure") == 0) {
             o->hang_host = v;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--stop-file") == 0) {
+            o->stop_file = v;
             i++;
             continue;
         }

@@ -20,9 +20,9 @@ PY=/usr/bin/python3
 BARRAGE=$HVD_SOURCE_DIR/tests/e2e/barrage.py
 [[ -x $PY ]] || fail "$PY not found (scripts/install-deps.sh installs it)"
 
-# Long enough to outlive the barrage, which checks at the end that the job still runs.
-timeout -k 5 240 "$HVDRUN" -np 2 --min-np 2 -H 127.0.0.1:2 "$WORKER" --steps 400 \
-  --commit-every 10 --sleep-ms 100 --print-pid >"$TMP/out" 2>"$TMP/err" &
+# Trains until the barrage is over (--stop-file; at most 3,000 steps of 50 ms).
+timeout -k 5 240 "$HVDRUN" -np 2 --min-np 2 -H 127.0.0.1:2 "$WORKER" --steps 3000 \
+  --commit-every 10 --sleep-ms 50 --print-pid --stop-file "$TMP/done" >"$TMP/out" 2>"$TMP/err" &
 job=$!
 wait_until 60 bash -c "grep -c '^\[[0-9]*\]<stdout>:pid ' '$TMP/out' | grep -qx 2" ||
   fail "the job did not start: $(cat "$TMP/out" "$TMP/err")"
@@ -65,7 +65,7 @@ cat "$TMP/idle"
 out=$("$PY" "$BARRAGE" store-state "127.0.0.1:$store_port" 2>&1) || fail "$out"
 echo "$out"
 
-kill -0 "$job" 2>/dev/null || fail "the job ended before the barrage did (raise --steps): $(tail -n 5 "$TMP/err")"
+kill -0 "$job" 2>/dev/null || fail "the job ended before the barrage did: $(tail -n 5 "$TMP/err")"
 sleep 1
 # Under AddressSanitizer freed memory waits in its quarantine and its allocator keeps what it
 # got from the system, so resident memory says nothing about leaks there (LeakSanitizer does,
@@ -79,8 +79,11 @@ for p in $procs; do
     fail "pid $p grew by $((now - before[$p])) KiB of resident memory"
 done
 
-wait "$job"
-rc=$?
+touch "$TMP/done"
+rc=0
+wait "$job" || rc=$?
 expect_eq "job exit after the barrage ($(tail -n 3 "$TMP/err"))" 0 "$rc"
-expect_contains "exact result" "$(cat "$TMP/out")" "done step 400 acc 79800 resets 0"
+# the worker checks its sums against the steps it made; rank 0 prints them
+grep -Eq '^\[0\]<stdout>:done step [0-9]+0 acc [0-9]+ resets 0$' "$TMP/out" ||
+  fail "no exact result: $(tail -n 3 "$TMP/out" "$TMP/err")"
 pass
