@@ -16,8 +16,10 @@
  * Exit status 0 only when every rank of every N got the records before the timeout. */
 #include <hvd/hvd.h>
 
+#include "common/clock.h"
 #include "crypto/secret.h"
 #include "http/http_client.h"
+#include "os/socket.h"
 #include "rendezvous/kv_auth.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/kv_server.h"
@@ -78,31 +80,20 @@ static long vm_hwm_kib(void) {
     return kib;
 }
 
-static int write_full(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+/* The simulator's own reports between its processes (socketpairs), within a deadline: the
+ * round's timeout and a margin, so that a stuck process fails the round instead of hanging. */
+static int64_t report_deadline;
+
+static int send_report(int fd, const void *buf, size_t n) {
+    return hvd__socket_send_all(fd, buf, n, report_deadline, "rendezvous_sim") == HVD_OK ? 0 : -1;
 }
 
-static int read_full(int fd, void *buf, size_t n) {
-    char *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
+static int recv_report(int fd, void *buf, size_t n) {
+    for (size_t got = 0, k; got < n; got += k)
+        if (hvd__socket_recv_some(fd, (char *)buf + got, n - got, report_deadline, "rendezvous_sim",
+                                  &k) != HVD_OK ||
+            k == 0)
             return -1;
-        p += r;
-        n -= (size_t)r;
-    }
     return 0;
 }
 
@@ -147,10 +138,10 @@ static int serve(int ranks, int per_host, const hvd_secret_t *secret, int ctl) {
         return 1;
     }
     int port = hvd__kv_server_port(server);
-    if (write_full(ctl, &port, sizeof port) != 0)
+    if (send_report(ctl, &port, sizeof port) != 0)
         return 1;
     char stop;
-    (void)!read(ctl, &stop, 1);
+    (void)recv_report(ctl, &stop, 1); /* the clients are done (or the deadline passed) */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     rep.cpu_s = cpu_s(&ru);
@@ -159,7 +150,7 @@ static int serve(int ranks, int per_host, const hvd_secret_t *secret, int ctl) {
     hvd__slot_plan_fini(&plan);
     hvd__hosts_fini(&hosts);
     free(hosts_text);
-    return write_full(ctl, &rep, sizeof rep) == 0 ? 0 : 1;
+    return send_report(ctl, &rep, sizeof rep) == 0 ? 0 : 1;
 }
 
 /* ---- the simulated ranks ---- */
@@ -437,6 +428,7 @@ static void play(sim_t *s, int first, int step) {
 /* ---- one round: N ranks ---- */
 
 static int round_n(int ranks, int per_host, int procs, int timeout_s) {
+    report_deadline = hvd__clock_deadline_ms((int64_t)(timeout_s + 60) * 1000);
     hvd_secret_t secret;
     if (hvd__secret_generate(&secret) != HVD_OK)
         return 1;
@@ -450,7 +442,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
     }
     close(ctl[1]);
     int port;
-    if (server < 0 || read_full(ctl[0], &port, sizeof port) != 0) {
+    if (server < 0 || recv_report(ctl[0], &port, sizeof port) != 0) {
         fprintf(stderr, "rendezvous_sim: the store did not start\n");
         return 1;
     }
@@ -459,7 +451,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
     pid_t kids[MAX_PROCS];
     for (int p = 0; p < procs; p++) {
         int fds[2];
-        if (pipe2(fds, O_CLOEXEC) != 0)
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
             return 1;
         if ((kids[p] = fork()) == 0) {
             close(fds[0]);
@@ -471,7 +463,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
                        .start_ms = start,
                        .deadline_ms = start + timeout_s * 1000LL};
             play(&s, p, procs);
-            _exit(write_full(fds[1], &s.rep, sizeof s.rep) == 0 ? 0 : 1);
+            _exit(send_report(fds[1], &s.rep, sizeof s.rep) == 0 ? 0 : 1);
         }
         close(fds[1]);
         pipes[p] = fds[0];
@@ -480,7 +472,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
     int ok = 1;
     for (int p = 0; p < procs; p++) {
         client_report_t rep;
-        if (read_full(pipes[p], &rep, sizeof rep) != 0) {
+        if (recv_report(pipes[p], &rep, sizeof rep) != 0) {
             ok = 0;
             rep = (client_report_t){0};
         }
@@ -495,7 +487,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
         all.cpu_s += rep.cpu_s;
     }
     server_report_t srep = {0};
-    if (write_full(ctl[0], "x", 1) != 0 || read_full(ctl[0], &srep, sizeof srep) != 0)
+    if (send_report(ctl[0], "x", 1) != 0 || recv_report(ctl[0], &srep, sizeof srep) != 0)
         ok = 0;
     close(ctl[0]);
     int status = 0;
