@@ -171,19 +171,29 @@ static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info
     return st;
 }
 
-/* The check-in wait of a static job: the timeout counts from the latest check-ins seen, not
- * from this rank's own, so that a launcher still starting ranks (a thousand on one host take
- * tens of seconds) never fails the early ones while check-ins keep arriving. One long poll per
- * timeout: when it ends short, the ranks that came meanwhile buy another timeout (so a rank
- * gives up between one and two timeouts after the last arrival). A poll the store left
- * unanswered (a store busy with a thousand clients) is asked again within the same bounds. */
-static hvd_status_t wait_check_in_static(hvd_context_t *c, const char *scope, int timeout_ms,
-                                         hvd_store_scope_t *scope_p) {
+/* The check-in wait. The timeout counts from the latest check-ins seen, not from this rank's
+ * own, so that a launcher still starting ranks (a thousand on one host, or an elastic driver
+ * starting 512 workers, take longer than the timeout) never fails the early ones while
+ * check-ins keep arriving. A poll the store left unanswered (a store busy with a thousand
+ * clients) is asked again within the same bounds.
+ * Static job: one long poll per timeout; when it ends short, the ranks that came meanwhile buy
+ * another timeout (a rank gives up between one and two timeouts after the last arrival), and
+ * an unanswered poll gets one more timeout of grace.
+ * Elastic round: the driver may fail the round before it forms (init.r<R>/abort), and then
+ * some ranks never check in: so no poll waits more than a second, the abort key (which counts
+ * towards the scope's keys) is looked for first, and every arrival buys another timeout. */
+static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeout_ms,
+                                  hvd_store_scope_t *scope_p) {
     size_t size = (size_t)c->params.size, seen = 0;
-    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + timeout_ms;
+    int grace_ms = c->elastic ? 0 : timeout_ms;
+    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + grace_ms;
     for (;;) {
+        int64_t until = deadline, step = hvd__clock_deadline_ms(1000);
+        if (c->elastic && step < until)
+            until = step;
         hvd_store_scope_t s = {0};
-        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, deadline, &s);
+        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT */
+        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, until, &s);
         if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(give_up) > 0) {
             HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
                       hvd_last_error());
@@ -193,56 +203,21 @@ static hvd_status_t wait_check_in_static(hvd_context_t *c, const char *scope, in
         }
         if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
             return st;
+        if (c->elastic && (st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
+            hvd__store_scope_fini(&s);
+            return st;
+        }
         if (s.count >= size) {
             *scope_p = s;
             return HVD_OK;
         }
-        if (s.count > seen && hvd__clock_remaining_ms(deadline) == 0) {
+        if (s.count > seen && (c->elastic || hvd__clock_remaining_ms(deadline) == 0)) {
             seen = s.count;
             deadline = hvd__clock_deadline_ms(timeout_ms);
-            give_up = deadline + timeout_ms;
+            give_up = deadline + grace_ms;
         } else if (hvd__clock_remaining_ms(deadline) == 0) {
             *scope_p = s;
             return HVD_ERR_TIMEOUT;
-        }
-        hvd__store_scope_fini(&s);
-    }
-}
-
-/* The check-in wait of an elastic round. The driver may fail the round before it forms
- * (init.r<R>/abort), and then some ranks never check in: so no request waits more than a
- * second, and the abort key, which counts towards the scope's keys, is looked for first. As in
- * a static job the timeout counts from the latest check-ins seen (a driver starting 512
- * workers on one host takes longer than the timeout, and the first ones gave up). */
-static hvd_status_t wait_check_in_elastic(hvd_context_t *c, const char *scope, int timeout_ms,
-                                          hvd_store_scope_t *scope_p) {
-    size_t size = (size_t)c->params.size, seen = 0;
-    int64_t deadline = hvd__clock_deadline_ms(timeout_ms);
-    for (;;) {
-        int64_t step = hvd__clock_deadline_ms(1000);
-        hvd_store_scope_t s = {0};
-        hvd_status_t st =
-            hvd__store_get_scope(c->store, scope, size, step < deadline ? step : deadline, &s);
-        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT; a poll the
-         * store left unanswered (busy with hundreds of workers starting) is asked again */
-        if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(deadline) > 0) {
-            HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
-                      hvd_last_error());
-            continue;
-        }
-        if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
-            return st;
-        if ((st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
-            hvd__store_scope_fini(&s);
-            return st;
-        }
-        if (s.count > seen) { /* arrivals since the last poll buy another timeout */
-            seen = s.count;
-            deadline = hvd__clock_deadline_ms(timeout_ms);
-        }
-        if (s.count >= size || hvd__clock_remaining_ms(deadline) == 0) {
-            *scope_p = s;
-            return s.count >= size ? HVD_OK : HVD_ERR_TIMEOUT;
         }
         hvd__store_scope_fini(&s);
     }
@@ -270,8 +245,7 @@ static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_
         return hvd__error_wrap(st, "rank %d could not check in with the rendezvous store at %s:%d",
                                p->rank, p->rendezvous_addr, p->rendezvous_port);
     hvd_store_scope_t s = {0};
-    st = c->elastic ? wait_check_in_elastic(c, scope, p->gloo_timeout_seconds * 1000, &s)
-                    : wait_check_in_static(c, scope, p->gloo_timeout_seconds * 1000, &s);
+    st = wait_check_in(c, scope, p->gloo_timeout_seconds * 1000, &s);
     if (st == HVD_ERR_TIMEOUT && s.entries) {
         char missing[256];
         describe_missing(&s, p->size, missing, sizeof missing);
