@@ -40,20 +40,15 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SCOPE "init.0"
 #define MAX_PROCS 16
+/* Largest answer read: a whole scope can be no larger than the store's byte limit */
+#define MAX_RESPONSE ((size_t)2 * HVD_KV_DEFAULT_MAX_TOTAL)
 /* connections a client process has in its connect/PUT phase at once (a launcher starts
  * ranks over seconds, not in one instant; this keeps the listen queue from overflowing) */
 #define MAX_CONNECTING 256
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static double cpu_s(const struct rusage *ru) {
     return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 + (double)ru->ru_stime.tv_sec +
@@ -201,7 +196,7 @@ static int build_request(sim_t *s, sim_rank_t *r) {
         body_len = rank_record(s, r->rank, body, sizeof body);
     } else {
         snprintf(target, sizeof target, "/%s/", SCOPE);
-        int64_t wait = s->deadline_ms - now_ms();
+        int64_t wait = s->deadline_ms - hvd__clock_now_ms();
         snprintf(extra, sizeof extra, "%s: %lld\r\n%s: %d\r\n", HVD_KV_WAIT_HEADER,
                  (long long)(wait > 0 ? wait : 0), HVD_KV_COUNT_HEADER, s->ranks);
     }
@@ -235,7 +230,7 @@ static void close_conn(sim_t *s, sim_rank_t *r) {
 static void retry_later(sim_t *s, sim_rank_t *r) {
     close_conn(s, r);
     s->rep.retries++;
-    r->retry_at = now_ms() + r->pause;
+    r->retry_at = hvd__clock_now_ms() + r->pause;
     s->waiting++;
     if (r->pause < 500)
         r->pause *= 2;
@@ -309,10 +304,11 @@ static void on_response(sim_t *s, sim_rank_t *r, int status, const uint8_t *body
             r->resp = NULL;
             r->resp_cap = 0;
             s->rep.done++;
-            s->rep.last_done_ms = now_ms() - s->start_ms;
+            s->rep.last_done_ms = hvd__clock_now_ms() - s->start_ms;
             return;
         }
-        if (count >= 0 && now_ms() < s->deadline_ms) { /* the server's wait ended short */
+        if (count >= 0 &&
+            hvd__clock_now_ms() < s->deadline_ms) { /* the server's wait ended short */
             if (start_request(s, r) != 0)
                 retry_later(s, r);
             return;
@@ -329,6 +325,10 @@ static void on_readable(sim_t *s, sim_rank_t *r) {
     for (;;) {
         if (r->resp_cap - r->resp_len < 65536) {
             size_t cap = r->resp_cap ? r->resp_cap * 2 : 131072;
+            if (cap > MAX_RESPONSE) { /* more than the store can hold: not its answer */
+                retry_later(s, r);
+                return;
+            }
             uint8_t *p = realloc(r->resp, cap);
             if (!p)
                 abort();
@@ -392,13 +392,13 @@ static void play(sim_t *s, int first, int step) {
         rs[i] = (sim_rank_t){.rank = first + i * step, .fd = -1, .pause = 20};
     int next = 0; /* ranks below next have started */
     long finished = 0;
-    while (finished < mine && now_ms() < s->deadline_ms + 3000) {
+    while (finished < mine && hvd__clock_now_ms() < s->deadline_ms + 3000) {
         while (next < mine && s->connecting < MAX_CONNECTING) {
             if (start_request(s, &rs[next]) != 0)
                 retry_later(s, &rs[next]);
             next++;
         }
-        int64_t t = now_ms();
+        int64_t t = hvd__clock_now_ms();
         for (int i = 0; s->waiting && i < next; i++) /* retries whose pause is over */
             if (rs[i].retry_at && rs[i].retry_at <= t &&
                 (rs[i].phase != PHASE_PUT || s->connecting < MAX_CONNECTING)) {
@@ -446,7 +446,7 @@ static int round_n(int ranks, int per_host, int procs, int timeout_s) {
         fprintf(stderr, "rendezvous_sim: the store did not start\n");
         return 1;
     }
-    int64_t start = now_ms();
+    int64_t start = hvd__clock_now_ms();
     int pipes[MAX_PROCS];
     pid_t kids[MAX_PROCS];
     for (int p = 0; p < procs; p++) {
