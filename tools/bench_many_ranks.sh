@@ -57,15 +57,15 @@ for np in $nps; do
     fi
     e=$(date +%s%N)
     t=$(awk -v a="$s" -v b="$e" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
-    hellos=$(grep -Ec "$done_re" "$log" || true)
+    got=$(grep -Ec "$done_re" "$log" || true)
     other=$(grep -Evc "$good" "$log" || true)
     printf '%-6s %-4s %-4s %9s %12s\n' "$np" "$i" "$rc" "$t" "$other"
-    if ((rc == 0 && other == 0 && hellos == want)); then
+    if ((rc == 0 && other == 0 && got == want)); then
       clean=$((clean + 1))
       [[ -n $keep ]] || rm -f "$log"
     else
       all_clean=0
-      echo "  run $i: $hellos of $want $what; output kept in $log"
+      echo "  run $i: $got of $want $what; output kept in $log"
     fi
     times+=("$t")
   done
