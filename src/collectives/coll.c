@@ -29,7 +29,7 @@ void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t ou
     at = put(out, out_size, at, " #");
     at = put(out, out_size, at, num);
     at = put(out, out_size, at, " on the ");
-    at = put(out, out_size, at, g->name ? g->name : "(null)");
+    at = put(out, out_size, at, g->name);
     at = put(out, out_size, at, " communicator");
     out[at] = '\0';
 }

@@ -16,7 +16,7 @@ hvd_status_t hvd__group_init(hvd_group_t *g, hvd_transport_t *tp, const char *na
                              const int *members, int size, int rank) {
     memset(g, 0, sizeof *g);
     g->tp = tp;
-    g->name = name;
+    snprintf(g->name, sizeof g->name, "%s", name);
     g->size = size;
     g->rank = rank;
     g->members = malloc((size_t)size * sizeof *g->members);

@@ -43,10 +43,13 @@ typedef struct {
 
 typedef struct hvd_group {
     hvd_transport_t *tp;
-    const char *name; /* "global", "local", "cross" */
-    int rank, size;   /* within the group */
-    int *members;     /* group rank -> global rank */
-    uint32_t seq;     /* collectives called on this group so far */
+    /* "global", "local", "cross", "process set 7": a copy, because callers build names on
+     * their stack and the engine thread formats them long after (a dangling pointer here
+     * was read by ASan from another thread's frame). */
+    char name[32];
+    int rank, size; /* within the group */
+    int *members;   /* group rank -> global rank */
+    uint32_t seq;   /* collectives called on this group so far */
     /* Set by the core when every rank is known to make the same valid call (it agreed on it
      * already): the next signature-only agreement is skipped (one message round saved);
      * one that carries data still runs. Cleared by that agreement. */
