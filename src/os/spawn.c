@@ -696,7 +696,10 @@ hvd_status_t hvd__spawn_start(const hvd_spawn_config_t *cfg, hvd_spawn_t *proc_p
         middleman_main(&plan, ctl[1], in[0], in[1], out[1], err[1]);
     if (in[0] >= 0) {
         close(in[0]);
-        close(in[1]);
+        if (cfg->stdin_writer_p)
+            *cfg->stdin_writer_p = in[1];
+        else
+            close(in[1]);
     }
     close(out[1]);
     close(err[1]);

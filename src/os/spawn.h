@@ -43,6 +43,10 @@ typedef struct {
      * HVD_SPAWN_STDIN_MAX bytes. */
     const void *stdin_data;
     size_t stdin_len;
+    /* With stdin_data: when non-NULL, receives a second write end of that pipe (non-blocking,
+     * close-on-exec, the caller's to close) for writing more after the start; the command's
+     * input still ends only when the middleman and the caller have both closed theirs. */
+    int *stdin_writer_p;
 } hvd_spawn_config_t;
 
 #define HVD_SPAWN_STDIN_MAX (1024 * 1024)

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Longest sleep of the event loop without events, and while ranks are being stopped. */
 #define IDLE_TICK_MS 1000
@@ -16,6 +18,8 @@
 /* While starting many ranks, look at events after every few, so that an early failure or a
  * signal stops the start. */
 #define START_BATCH 8
+/* ssh sessions connecting at once: a launch to many hosts fans out this wide. */
+#define MAX_CONNECTING 32
 
 typedef struct {
     hvd_workers_t *workers;
@@ -73,21 +77,49 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     if (st != HVD_OK)
         return st;
 
-    /* Start every rank, looking at events now and then. */
+    /* Start every rank, looking at events now and then: a local rank under a middleman of
+     * its own, every rank of a remote host through one ssh session (in plan order). */
     char start_error[512] = "";
-    for (size_t i = 0; i < job.n && !job.stopping && !hvd__workers_interrupted(job.workers); i++) {
+    hvd_slot_t *group = malloc(job.n * sizeof *group);
+    char *started = calloc(job.n, 1);
+    if (!group || !started) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory starting the ranks");
+        snprintf(start_error, sizeof start_error, "%s", hvd_last_error());
+    }
+    for (size_t i = 0, steps = 0;
+         st == HVD_OK && i < job.n && !job.stopping && !hvd__workers_interrupted(job.workers);
+         i++) {
+        if (started[i])
+            continue;
+        const hvd_slot_t *slot = &cfg->plan->slots[i];
         size_t id;
-        st = hvd__workers_start(job.workers, &cfg->plan->slots[i], cfg->remote && cfg->remote[i],
-                                NULL, &id);
+        if (!cfg->remote || !cfg->remote[i]) {
+            st = hvd__workers_start(job.workers, slot, 0, NULL, &id);
+        } else {
+            size_t k = 0;
+            for (size_t j = i; j < job.n; j++)
+                if (!started[j] && cfg->remote[j] &&
+                    strcmp(cfg->plan->slots[j].host, slot->host) == 0) {
+                    group[k++] = cfg->plan->slots[j];
+                    started[j] = 1;
+                }
+            while (hvd__workers_connecting(job.workers) >= MAX_CONNECTING && !job.stopping &&
+                   !hvd__workers_interrupted(job.workers))
+                hvd__workers_step(job.workers, BUSY_TICK_MS);
+            st = hvd__workers_start_remote(job.workers, group, k, NULL, NULL);
+        }
+        started[i] = 1;
         if (st != HVD_OK) {
             snprintf(start_error, sizeof start_error, "%s", hvd_last_error());
             hvd__workers_say(job.workers, "horovodrun: %s\n", start_error);
             hvd__workers_stop_all(job.workers);
             break;
         }
-        if (i % START_BATCH == START_BATCH - 1)
+        if (++steps % START_BATCH == 0)
             hvd__workers_step(job.workers, 0);
     }
+    free(group);
+    free(started);
     /* Supervise until every middleman is gone and every pipe drained. */
     while (hvd__workers_busy(job.workers)) {
         int stopping = job.stopping || hvd__workers_interrupted(job.workers) || st != HVD_OK;

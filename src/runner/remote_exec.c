@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "os/spawn.h"
 #include "runner/env_list.h"
-#include "runner/relay.h"
+#include "runner/exec_wire.h"
 #include "wire/le.h"
 
 #include <errno.h>
@@ -15,175 +15,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 extern char **environ;
 
-static const uint8_t spec_magic[4] = {'H', 'V', 'D', 'X'};
-
 /* The spec is in ssh's pipe before ssh even connects; this bounds a stalled connection. */
 #define SPEC_READ_MS 60000
-
-/* ---- the spec ----------------------------------------------------------------------------------
- */
-
-static size_t strings_size(char *const *v, size_t *count_p) {
-    size_t bytes = 0, n = 0;
-    for (; v && v[n]; n++)
-        bytes += 4 + strlen(v[n]);
-    *count_p = n;
-    return bytes;
-}
-
-static uint8_t *put_string(uint8_t *p, const char *s) {
-    size_t n = strlen(s);
-    hvd__le32_put(p, (uint32_t)n);
-    memcpy(p + 4, s, n);
-    return p + 4 + n;
-}
-
-hvd_status_t hvd__exec_spec_encode(const char *cwd, char *const *env, char *const *argv,
-                                   uint8_t **buf_p, size_t *len_p) {
-    size_t n_env, n_argv;
-    size_t payload =
-        4 + strlen(cwd) + 4 + strings_size(env, &n_env) + 4 + strings_size(argv, &n_argv);
-    size_t total = HVD_EXEC_SPEC_HEADER_LEN + payload;
-    if (total > HVD_EXEC_SPEC_MAX)
-        return hvd__error_set(HVD_ERR_INVALID_ARG,
-                              "a remote rank's environment and command take %zu bytes, more "
-                              "than the %d that can be sent to it; unset large environment "
-                              "variables",
-                              total, HVD_EXEC_SPEC_MAX);
-    uint8_t *buf = malloc(total);
-    if (!buf)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory encoding a remote command");
-    memcpy(buf, spec_magic, 4);
-    hvd__le16_put(buf + 4, HVD_EXEC_SPEC_VERSION);
-    hvd__le16_put(buf + 6, 0);
-    hvd__le32_put(buf + 8, (uint32_t)payload);
-    uint8_t *p = put_string(buf + HVD_EXEC_SPEC_HEADER_LEN, cwd);
-    hvd__le32_put(p, (uint32_t)n_env);
-    p += 4;
-    for (size_t i = 0; i < n_env; i++)
-        p = put_string(p, env[i]);
-    hvd__le32_put(p, (uint32_t)n_argv);
-    p += 4;
-    for (size_t i = 0; i < n_argv; i++)
-        p = put_string(p, argv[i]);
-    *buf_p = buf;
-    *len_p = total;
-    return HVD_OK;
-}
-
-hvd_status_t hvd__exec_spec_header(const uint8_t header[HVD_EXEC_SPEC_HEADER_LEN],
-                                   size_t *payload_len_p) {
-    if (memcmp(header, spec_magic, 4) != 0)
-        return hvd__error_set(HVD_ERR_PROTOCOL, "the remote command spec has a wrong magic");
-    unsigned version = hvd__le16_get(header + 4);
-    if (version != HVD_EXEC_SPEC_VERSION)
-        return hvd__error_set(HVD_ERR_PROTOCOL,
-                              "the remote command spec has version %u, this horovodrun reads "
-                              "version %d (mixed hvd versions on the hosts?)",
-                              version, HVD_EXEC_SPEC_VERSION);
-    if (hvd__le16_get(header + 6) != 0)
-        return hvd__error_set(HVD_ERR_PROTOCOL, "the remote command spec's reserved bytes are "
-                                                "not zero");
-    uint32_t len = hvd__le32_get(header + 8);
-    if (len > HVD_EXEC_SPEC_MAX - HVD_EXEC_SPEC_HEADER_LEN)
-        return hvd__error_set(HVD_ERR_PROTOCOL,
-                              "the remote command spec announces %u bytes, "
-                              "more than the bound",
-                              len);
-    *payload_len_p = len;
-    return HVD_OK;
-}
+/* Once a rank's tree is gone, output still in flight is copied for at most this long (a
+ * process that escaped the tree could hold a pipe open forever). */
+#define DRAIN_MS 2000
+/* A middleman asked to stop that is still there this long after its grace is killed. */
+#define BACKSTOP_MS 5000
+#define TICK_MS 100
 
 typedef struct {
-    const uint8_t *p;
-    size_t left;
-} reader_t;
+    hvd_spawn_t proc;
+    int out_open, err_open;
+    int stopping, gone, exit_sent, ended;
+    int64_t stop_ms, gone_ms;
+} rank_t;
 
-static int get_u32(reader_t *r, uint32_t *v) {
-    if (r->left < 4)
-        return -1;
-    *v = hvd__le32_get(r->p);
-    r->p += 4;
-    r->left -= 4;
-    return 0;
-}
+typedef struct {
+    rank_t *ranks;
+    size_t n, ended;
+    int grace_ms;
+    int in_open;
+    int launcher_gone; /* our stdout broke: nothing more can be sent */
+    uint8_t cmd[HVD_EXEC_COMMAND_LEN];
+    size_t cmd_len;
+    char host[256];
+    uint8_t buf[HVD_EXEC_FRAME_MAX];
+} sup_t;
 
-static int get_string(reader_t *r, char **s_p) {
-    uint32_t n;
-    if (get_u32(r, &n) != 0 || n > r->left || memchr(r->p, 0, n))
-        return -1;
-    char *s = malloc((size_t)n + 1);
-    if (!s)
-        return -1;
-    memcpy(s, r->p, n);
-    s[n] = '\0';
-    r->p += n;
-    r->left -= n;
-    *s_p = s;
-    return 0;
-}
-
-/* A count followed by that many strings; the count is checked against what is left (each
- * string takes at least 4 bytes) before anything is allocated. */
-static int get_strings(reader_t *r, char ***v_p, size_t *n_p) {
-    uint32_t n;
-    if (get_u32(r, &n) != 0 || n > r->left / 4)
-        return -1;
-    char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v)
-        return -1;
-    *v_p = v;
-    *n_p = n;
-    for (uint32_t i = 0; i < n; i++)
-        if (get_string(r, &v[i]) != 0)
-            return -1;
-    return 0;
-}
-
-void hvd__exec_spec_fini(hvd_exec_spec_t *spec) {
-    free(spec->cwd);
-    for (size_t i = 0; spec->env && spec->env[i]; i++) {
-        explicit_bzero(spec->env[i], strlen(spec->env[i])); /* the secret is among them */
-        free(spec->env[i]);
-    }
-    free(spec->env);
-    for (size_t i = 0; spec->argv && spec->argv[i]; i++)
-        free(spec->argv[i]);
-    free(spec->argv);
-    memset(spec, 0, sizeof *spec);
-}
-
-hvd_status_t hvd__exec_spec_decode(const uint8_t *payload, size_t len, hvd_exec_spec_t *spec_p) {
-    hvd_exec_spec_t spec = {0};
-    reader_t r = {payload, len};
-    const char *bad = NULL;
-    if (get_string(&r, &spec.cwd) != 0)
-        bad = "working directory";
-    else if (get_strings(&r, &spec.env, &spec.env_count) != 0)
-        bad = "environment";
-    else if (get_strings(&r, &spec.argv, &spec.argc) != 0)
-        bad = "command";
-    else if (r.left != 0)
-        bad = "length (bytes after the command)";
-    else if (spec.argc == 0 || spec.argv[0][0] == '\0')
-        bad = "command (empty)";
-    for (size_t i = 0; !bad && i < spec.env_count; i++)
-        if (!strchr(spec.env[i], '=') || spec.env[i][0] == '=')
-            bad = "environment (an entry is not NAME=VALUE)";
-    if (bad) {
-        hvd__exec_spec_fini(&spec);
-        return hvd__error_set(HVD_ERR_PROTOCOL, "the remote command spec is malformed: %s", bad);
-    }
-    *spec_p = spec;
-    return HVD_OK;
-}
-
-/* ---- the supervisor ---------------------------------------------------------------------------
- */
+/* ---- reading the spec ------------------------------------------------------------------- */
 
 static hvd_status_t read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline) {
     for (size_t off = 0; off < len;) {
@@ -226,11 +92,221 @@ static hvd_status_t read_spec(hvd_exec_spec_t *spec) {
     return st;
 }
 
-/* The rank's environment: this session's (what ssh gave us), then the spec's on top. */
-static hvd_status_t build_env(const hvd_exec_spec_t *spec, hvd_env_list_t *env) {
+/* ---- frames to the launcher ------------------------------------------------------------- */
+
+static void stop_all(sup_t *s);
+
+static void send_frame(sup_t *s, uint8_t type, uint32_t index, const void *data, size_t len) {
+    if (s->launcher_gone)
+        return;
+    uint8_t h[HVD_EXEC_FRAME_HEADER_LEN];
+    hvd__exec_frame_header(h, type, index, (uint32_t)len);
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)data, len}};
+    int cnt = len ? 2 : 1;
+    size_t left = sizeof h + len;
+    while (left > 0) {
+        ssize_t w = writev(1, iov, cnt);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->launcher_gone = 1; /* whoever read us is gone: so is the job */
+            stop_all(s);
+            return;
+        }
+        left -= (size_t)w;
+        for (int i = 0; i < cnt && w > 0; i++) {
+            size_t take = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+            iov[i].iov_base = (uint8_t *)iov[i].iov_base + take;
+            iov[i].iov_len -= take;
+            w -= (ssize_t)take;
+        }
+    }
+}
+
+static void send_exit(sup_t *s, size_t i) {
+    rank_t *r = &s->ranks[i];
+    if (r->exit_sent)
+        return;
+    r->exit_sent = 1;
+    uint8_t status[4];
+    hvd__le32_put(status, (uint32_t)hvd__spawn_status(&r->proc));
+    send_frame(s, HVD_EXEC_EXIT, (uint32_t)i, status, sizeof status);
+}
+
+/* ---- the ranks -------------------------------------------------------------------------- */
+
+static void stop_rank(rank_t *r) {
+    if (!r->stopping && !r->gone) {
+        r->stopping = 1;
+        r->stop_ms = hvd__clock_now_ms();
+        hvd__spawn_stop(&r->proc);
+    }
+}
+
+static void stop_all(sup_t *s) {
+    for (size_t i = 0; i < s->n; i++)
+        stop_rank(&s->ranks[i]);
+}
+
+/* Copy what a rank wrote into one frame; end of file or an error closes the stream. */
+static void forward(sup_t *s, size_t i, int is_err) {
+    rank_t *r = &s->ranks[i];
+    ssize_t n = read(is_err ? r->proc.err_fd : r->proc.out_fd, s->buf, sizeof s->buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0)
+        *(is_err ? &r->err_open : &r->out_open) = 0;
+    else
+        send_frame(s, is_err ? HVD_EXEC_ERR : HVD_EXEC_OUT, (uint32_t)i, s->buf, (size_t)n);
+}
+
+/* Commands from the launcher; its end of input stops everything. */
+static void read_commands(sup_t *s) {
+    ssize_t n = read(0, s->cmd + s->cmd_len, sizeof s->cmd - s->cmd_len);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        s->in_open = 0;
+        stop_all(s);
+        return;
+    }
+    s->cmd_len += (size_t)n;
+    if (s->cmd_len < sizeof s->cmd)
+        return;
+    s->cmd_len = 0;
+    uint32_t what, index;
+    if (hvd__exec_command_decode(s->cmd, s->n, &what, &index) != 0) {
+        fprintf(stderr,
+                "horovodrun (on %s): the launcher sent a malformed command; stopping "
+                "every rank\n",
+                s->host);
+        s->in_open = 0;
+        stop_all(s);
+        return;
+    }
+    if (what == HVD_EXEC_STOP)
+        stop_rank(&s->ranks[index]);
+    else if (!s->ranks[index].gone)
+        hvd__spawn_kill(&s->ranks[index].proc);
+}
+
+/* Deadlines and the end of each rank: EXIT as soon as the status is known, END once its tree
+ * is reaped and its pipes drained. */
+static void advance(sup_t *s) {
+    int64_t now = hvd__clock_now_ms();
+    for (size_t i = 0; i < s->n; i++) {
+        rank_t *r = &s->ranks[i];
+        if (r->ended)
+            continue;
+        if (!r->gone && hvd__spawn_reap(&r->proc)) {
+            r->gone = 1;
+            r->gone_ms = now;
+            send_exit(s, i);
+        }
+        if (!r->gone && r->stopping && !r->proc.kill_sent &&
+            now - r->stop_ms >= s->grace_ms + BACKSTOP_MS)
+            hvd__spawn_kill(&r->proc);
+        if (r->gone && now - r->gone_ms >= DRAIN_MS)
+            r->out_open = r->err_open = 0;
+        if (r->gone && !r->out_open && !r->err_open) {
+            r->ended = 1;
+            s->ended++;
+            hvd__spawn_close(&r->proc);
+            send_frame(s, HVD_EXEC_END, (uint32_t)i, NULL, 0);
+        }
+    }
+}
+
+static void supervise(sup_t *s, int sfd) {
+    size_t cap = 2 + 3 * s->n;
+    struct pollfd *p = calloc(cap, sizeof *p);
+    while (s->ended < s->n) {
+        size_t k = 0;
+        if (p) {
+            p[k++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+            p[k++] = (struct pollfd){.fd = s->in_open ? 0 : -1, .events = POLLIN};
+            for (size_t i = 0; i < s->n; i++) {
+                rank_t *r = &s->ranks[i];
+                int ctl = !r->ended && !r->proc.ctl_eof ? r->proc.ctl_fd : -1;
+                p[k++] = (struct pollfd){.fd = ctl, .events = POLLIN};
+                p[k++] = (struct pollfd){.fd = r->out_open ? r->proc.out_fd : -1, .events = POLLIN};
+                p[k++] = (struct pollfd){.fd = r->err_open ? r->proc.err_fd : -1, .events = POLLIN};
+            }
+        }
+        int got = p ? poll(p, k, TICK_MS) : 0;
+        if (!p)
+            hvd__clock_sleep_ms(TICK_MS); /* out of memory: still end the ranks on time */
+        if (got < 0 && errno != EINTR)
+            hvd__clock_sleep_ms(TICK_MS);
+        if (got > 0 && p[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                if (si.ssi_signo != SIGCHLD)
+                    stop_all(s);
+        }
+        if (got > 0 && p[1].revents)
+            read_commands(s);
+        for (size_t i = 0; got > 0 && i < s->n; i++) {
+            const struct pollfd *q = &p[2 + 3 * i];
+            if (q[0].revents && hvd__spawn_read_report(&s->ranks[i].proc))
+                send_exit(s, i); /* the command ended: say so now, clean up after */
+            if (q[1].revents)
+                forward(s, i, 0);
+            if (q[2].revents)
+                forward(s, i, 1);
+        }
+        advance(s);
+    }
+    free(p);
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* A rank's environment: this session's (what ssh gave us), the shared variables, its own. */
+static hvd_status_t build_env(const hvd_exec_spec_t *spec, size_t i, hvd_env_list_t *env) {
     hvd__env_list_init(env);
     hvd_status_t st = hvd__env_list_set_entries(env, environ, NULL);
-    return st == HVD_OK ? hvd__env_list_set_entries(env, spec->env, NULL) : st;
+    if (st == HVD_OK)
+        st = hvd__env_list_set_entries(env, spec->env, NULL);
+    return st == HVD_OK ? hvd__env_list_set_entries(env, spec->rank_env[i], NULL) : st;
+}
+
+static void wipe_env(hvd_env_list_t *env) {
+    for (size_t i = 0; i < env->count; i++)
+        explicit_bzero(env->entries[i], strlen(env->entries[i]));
+    hvd__env_list_fini(env);
+}
+
+/* Start rank i; one that cannot be started is reported and ends at once with code 126. */
+static void start_rank(sup_t *s, const hvd_exec_spec_t *spec, size_t i) {
+    rank_t *r = &s->ranks[i];
+    r->proc = (hvd_spawn_t){.out_fd = -1, .err_fd = -1, .ctl_fd = -1};
+    hvd_env_list_t env;
+    hvd_status_t st = build_env(spec, i, &env);
+    if (st == HVD_OK) {
+        hvd_spawn_config_t sc = {.argv = spec->argv, .envp = env.entries, .grace_ms = s->grace_ms};
+        st = hvd__spawn_start(&sc, &r->proc);
+    }
+    wipe_env(&env);
+    if (st == HVD_OK) {
+        r->out_open = r->err_open = 1;
+        return;
+    }
+    fprintf(stderr, "horovodrun (on %s): cannot start the rank: %s\n", s->host, hvd_last_error());
+    r->proc.reported = 1;
+    r->proc.cmd_status = 126 << 8;
+    r->gone = 1;
+    r->gone_ms = hvd__clock_now_ms();
+}
+
+/* The host as the user wrote it (machines may share a host name: containers). */
+static void name_host(sup_t *s, const hvd_exec_spec_t *spec) {
+    gethostname(s->host, sizeof s->host - 1);
+    char *const *lists[2] = {spec->env, spec->rank_env[0]};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l] && lists[l][i]; i++)
+            if (strncmp(lists[l][i], "HOROVOD_HOSTNAME=", 17) == 0 && lists[l][i][17])
+                snprintf(s->host, sizeof s->host, "%s", lists[l][i] + 17);
 }
 
 int hvd__remote_exec_main(void) {
@@ -238,40 +314,41 @@ int hvd__remote_exec_main(void) {
     hvd__spawn_launcher_signals(&mask);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
+    static sup_t sup;
+    sup_t *s = &sup;
+    snprintf(s->host, sizeof s->host, "?");
+    gethostname(s->host, sizeof s->host - 1);
 
     hvd_exec_spec_t spec;
     hvd_status_t st = read_spec(&spec);
     if (st != HVD_OK) {
-        fprintf(stderr, "horovodrun (on %s): %s\n", host, hvd_last_error());
+        fprintf(stderr, "horovodrun (on %s): %s\n", s->host, hvd_last_error());
         return 126;
     }
-    /* name the host as the user wrote it (machines may share a host name: containers) */
-    for (size_t i = 0; i < spec.env_count; i++)
-        if (strncmp(spec.env[i], "HOROVOD_HOSTNAME=", 17) == 0 && spec.env[i][17])
-            snprintf(host, sizeof host, "%s", spec.env[i] + 17);
+    name_host(s, &spec);
+    s->n = spec.nranks;
+    s->grace_ms = spec.grace_ms ? (int)spec.grace_ms : HVD_SPAWN_DEFAULT_GRACE_MS;
+    s->ranks = calloc(s->n, sizeof *s->ranks);
+    if (!s->ranks) {
+        fprintf(stderr, "horovodrun (on %s): out of memory for %zu ranks\n", s->host, s->n);
+        hvd__exec_spec_fini(&spec);
+        return 126;
+    }
     const char *home = getenv("HOME");
     if (chdir(spec.cwd) != 0)
         fprintf(stderr,
                 "horovodrun (on %s): cannot change to the launcher's directory %s (%s); the "
                 "command runs in %s\n",
-                host, spec.cwd, strerror(errno), home ? home : "the login directory");
-    hvd_env_list_t env;
-    st = build_env(&spec, &env);
-    int code = 126;
-    if (st == HVD_OK) {
-        /* the end of our stdin is the launcher going away */
-        hvd_relay_config_t rc = {.argv = spec.argv, .envp = env.entries, .stop_on_stdin_eof = 1};
-        st = hvd__relay_run(&rc, &code);
-    }
-    for (size_t i = 0; i < env.count; i++)
-        explicit_bzero(env.entries[i], strlen(env.entries[i]));
-    hvd__env_list_fini(&env);
+                s->host, spec.cwd, strerror(errno), home ? home : "the login directory");
+    for (size_t i = 0; i < s->n; i++)
+        start_rank(s, &spec, i);
     hvd__exec_spec_fini(&spec);
-    if (st != HVD_OK) {
-        fprintf(stderr, "horovodrun (on %s): %s\n", host, hvd_last_error());
-        return 126;
-    }
-    return code;
+    send_frame(s, HVD_EXEC_READY, 0, NULL, 0);
+    s->in_open = 1;
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    supervise(s, sfd);
+    if (sfd >= 0)
+        close(sfd);
+    free(s->ranks);
+    return 0;
 }

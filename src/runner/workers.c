@@ -7,7 +7,9 @@
 #include "common/params.h"
 #include "os/spawn.h"
 #include "runner/output.h"
+#include "runner/exec_wire.h"
 #include "runner/remote_exec.h"
+#include "wire/le.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,13 +43,37 @@ extern char **environ;
 /* How long destroy waits for workers it stops (grace + backstop + abandon cover the rest). */
 #define DESTROY_TICK_MS 100
 
-enum { EV_OUT = 0, EV_ERR = 1, EV_CTL = 2 };
+/* Event tags: a worker's or a session's index shifted left, and which of its fds is ready. */
+enum { EV_OUT = 0, EV_ERR = 1, EV_CTL = 2, EV_S_OUT = 3, EV_S_ERR = 4, EV_S_CTL = 5 };
+#define EV_SHIFT 3
 #define EV_SIGNAL UINT64_MAX
 #define EV_WAKE (UINT64_MAX - 1)
 
+/* One ssh session running every rank of one start on one remote host, under `horovodrun
+ * --internal-exec` over there (remote_exec.h): frames come back on ssh's stdout
+ * (exec_wire.h), ssh's own messages on its stderr, stop/kill commands go out on its stdin. */
+typedef struct {
+    hvd_spawn_t proc; /* ssh, under a middleman */
+    int in_fd;        /* our write end of ssh's stdin */
+    char *host;
+    size_t *ids, n; /* its workers' ids, by index in the session */
+    size_t left;    /* of them not ended yet */
+    hvd_exec_reader_t rx;
+    hvd_output_stream_t err; /* tagged as the session's first rank */
+    int out_open, err_open, ctl_open;
+    int ready;    /* READY came (or ssh ended): no longer connecting */
+    int finished; /* ssh ended and its workers were ended */
+    int gone;     /* its middleman reaped or given up on */
+    int64_t stop_ms, idle_ms;
+} session_t;
+
 typedef struct {
     hvd_slot_t slot; /* host owned */
+    /* A local worker's middleman. A remote worker has no process here: its status is filled
+     * in from its session's frames, and kill_sent is when KILL was sent for it. */
     hvd_spawn_t proc;
+    session_t *s;   /* remote: its host session, else NULL */
+    uint32_t index; /* in that session */
     hvd_output_stream_t out, err;
     int out_open, err_open, ctl_open; /* registered with epoll */
     int handled;                      /* final status passed to on_exit */
@@ -60,6 +86,10 @@ struct hvd_workers {
     const hvd_workers_config_t *cfg;
     worker_t **w;
     size_t n, cap;
+    session_t **sessions;
+    size_t ns, scap;
+    size_t sessions_live; /* ssh middlemen not gone */
+    size_t connecting;    /* sessions started that did not say READY yet */
     int epfd, sfd, wakefd;
     sigset_t old_mask;
     int grace_ms;
@@ -68,7 +98,7 @@ struct hvd_workers {
     int raised_nofile;
     int stopping;    /* every worker was asked to stop */
     int interrupted; /* signal that interrupted horovodrun, 0 if none */
-    size_t live;     /* middlemen started and not gone */
+    size_t live;     /* workers started and not gone */
     size_t open_streams;
     int need_reap;
     int64_t last_reap_ms;
@@ -272,11 +302,33 @@ static void print_command(const hvd_workers_t *w, char *const *ssh_argv, const h
     free(b.p);
 }
 
-/* ---- workers --------------------------------------------------------------------------------- */
+/* ---- workers and host sessions ----------------------------------------------------------------
+ */
 
 static int watch(hvd_workers_t *w, int fd, uint64_t tag) {
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
     return epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static uint64_t tag_of(size_t i, int kind) {
+    return (uint64_t)i << EV_SHIFT | (uint64_t)kind;
+}
+
+/* Watch a started process's stdout, stderr and control socket under index i; first_kind is
+ * EV_OUT for a worker, EV_S_OUT for a session (the other two kinds follow it). 1 when all
+ * three are watched. */
+static int watch_proc(hvd_workers_t *w, const hvd_spawn_t *proc, size_t i, int first_kind,
+                      int *out_open, int *err_open, int *ctl_open) {
+    if (watch(w, proc->out_fd, tag_of(i, first_kind)) == 0) {
+        *out_open = 1;
+        w->open_streams++;
+    }
+    if (watch(w, proc->err_fd, tag_of(i, first_kind + 1)) == 0) {
+        *err_open = 1;
+        w->open_streams++;
+    }
+    *ctl_open = watch(w, proc->ctl_fd, tag_of(i, first_kind + 2)) == 0;
+    return *out_open && *err_open && *ctl_open;
 }
 
 static void close_stream(hvd_workers_t *w, worker_t *r, int is_err) {
@@ -293,20 +345,49 @@ static void close_stream(hvd_workers_t *w, worker_t *r, int is_err) {
     *fd_p = -1;
 }
 
-static void close_ctl(hvd_workers_t *w, worker_t *r) {
-    if (r->ctl_open)
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, r->proc.ctl_fd, NULL);
-    r->ctl_open = 0;
-    if (r->proc.ctl_fd >= 0)
-        close(r->proc.ctl_fd);
-    r->proc.ctl_fd = -1;
+static void close_ctl(hvd_workers_t *w, int *open_p, int *fd_p) {
+    if (*open_p)
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
+    *open_p = 0;
+    if (*fd_p >= 0)
+        close(*fd_p);
+    *fd_p = -1;
+}
+
+static void session_stop(session_t *s) {
+    if (!s->proc.stop_sent && !s->gone) {
+        s->stop_ms = hvd__clock_now_ms();
+        hvd__spawn_stop(&s->proc);
+    }
+}
+
+/* A command for one rank of a session. Before the session answered (ssh still connecting),
+ * and when the command cannot be written (the session is broken, or stalled with its pipe
+ * full), the whole session is stopped or killed instead, which ends every rank on that host:
+ * their supervisor's input ends. (Only the elastic driver stops single ranks, and it starts
+ * each in a session of its own.) */
+static void session_command(session_t *s, const worker_t *r, uint32_t what) {
+    if (s->gone)
+        return;
+    uint8_t c[HVD_EXEC_COMMAND_LEN];
+    hvd__exec_command_encode(c, what, r->index);
+    /* at most PIPE_BUF bytes: written whole or not at all */
+    if (s->ready && s->in_fd >= 0 && write(s->in_fd, c, sizeof c) == (ssize_t)sizeof c)
+        return;
+    if (what == HVD_EXEC_KILL)
+        hvd__spawn_kill(&s->proc);
+    else
+        session_stop(s);
 }
 
 void hvd__workers_stop(hvd_workers_t *w, size_t id) {
     worker_t *r = id < w->n ? w->w[id] : NULL;
     if (!r || r->gone || r->stopped)
         return;
-    hvd__spawn_stop(&r->proc);
+    if (r->s)
+        session_command(r->s, r, HVD_EXEC_STOP);
+    else
+        hvd__spawn_stop(&r->proc);
     r->stopped = 1;
     r->stop_ms = hvd__clock_now_ms();
 }
@@ -317,6 +398,16 @@ void hvd__workers_stop_all(hvd_workers_t *w) {
         hvd__workers_stop(w, i);
 }
 
+/* SIGKILL a worker's tree: its middleman's here, its host's supervisor's over there. */
+static void kill_now(worker_t *r) {
+    if (!r->s) {
+        hvd__spawn_kill(&r->proc);
+    } else if (!r->proc.kill_sent) {
+        r->proc.kill_sent = hvd__clock_now_ms();
+        session_command(r->s, r, HVD_EXEC_KILL);
+    }
+}
+
 void hvd__workers_kill(hvd_workers_t *w, size_t id) {
     worker_t *r = id < w->n ? w->w[id] : NULL;
     if (!r || r->gone)
@@ -325,7 +416,7 @@ void hvd__workers_kill(hvd_workers_t *w, size_t id) {
         r->stopped = 1;
         r->stop_ms = hvd__clock_now_ms();
     }
-    hvd__spawn_kill(&r->proc);
+    kill_now(r);
 }
 
 /* The worker's command ended (or its middleman did): tell the caller once. */
@@ -344,7 +435,136 @@ static void mark_gone(hvd_workers_t *w, size_t i) {
     r->gone_ms = hvd__clock_now_ms();
     w->live--;
     on_final(w, i);
-    close_ctl(w, r);
+    close_ctl(w, &r->ctl_open, &r->proc.ctl_fd);
+}
+
+/* A remote worker is over: its END came, or its session ended first (then it takes the
+ * session's status, e.g. ssh's 255, unless its own arrived). */
+static void end_remote(hvd_workers_t *w, size_t id, int status_if_unknown) {
+    worker_t *r = w->w[id];
+    if (r->gone)
+        return;
+    if (!r->proc.reported) {
+        r->proc.reported = 1;
+        r->proc.cmd_status = status_if_unknown;
+    }
+    hvd__output_stream_eof(&r->out);
+    hvd__output_stream_eof(&r->err);
+    r->s->left--;
+    mark_gone(w, id);
+}
+
+static void on_frame(hvd_workers_t *w, session_t *s, const hvd_exec_frame_t *f) {
+    if (f->type == HVD_EXEC_READY) {
+        if (!s->ready) {
+            s->ready = 1;
+            w->connecting--;
+        }
+        return;
+    }
+    size_t id = s->ids[f->index];
+    worker_t *r = w->w[id];
+    if (r->gone)
+        return;
+    switch (f->type) {
+    case HVD_EXEC_OUT:
+    case HVD_EXEC_ERR:
+        hvd__output_stream_feed(f->type == HVD_EXEC_OUT ? &r->out : &r->err, (const char *)f->data,
+                                f->len);
+        break;
+    case HVD_EXEC_EXIT:
+        if (!r->proc.reported) {
+            r->proc.reported = 1;
+            r->proc.cmd_status = (int)hvd__le32_get(f->data);
+        }
+        on_final(w, id); /* act now: the rank's output and end follow */
+        break;
+    case HVD_EXEC_END:
+        end_remote(w, id, 126 << 8); /* the supervisor always sends EXIT first */
+        break;
+    }
+}
+
+static void session_close_pipe(hvd_workers_t *w, session_t *s, int is_err) {
+    int *open_p = is_err ? &s->err_open : &s->out_open;
+    int *fd_p = is_err ? &s->proc.err_fd : &s->proc.out_fd;
+    if (*open_p) {
+        if (is_err)
+            hvd__output_stream_eof(&s->err);
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
+        *open_p = 0;
+        w->open_streams--;
+    }
+    if (*fd_p >= 0)
+        close(*fd_p);
+    *fd_p = -1;
+}
+
+static void session_feed(hvd_workers_t *w, session_t *s, const char *data, size_t n) {
+    hvd_exec_frame_t f;
+    int got = hvd__exec_reader_feed(&s->rx, data, n) == HVD_OK ? 1 : -1;
+    while (got == 1 && (got = hvd__exec_reader_next(&s->rx, &f)) == 1)
+        on_frame(w, s, &f);
+    if (got < 0) {
+        say(w->cfg->err_fd, "horovodrun: stopping the ranks on %s: %s\n", s->host,
+            hvd_last_error());
+        session_close_pipe(w, s, 0);
+        session_stop(s);
+    }
+}
+
+/* One read from a session's pipe: frames (stdout) or ssh's own messages (stderr). */
+static void session_read(hvd_workers_t *w, session_t *s, int is_err) {
+    ssize_t n = read(is_err ? s->proc.err_fd : s->proc.out_fd, w->rbuf, READ_CHUNK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0)
+        session_close_pipe(w, s, is_err);
+    else if (is_err)
+        hvd__output_stream_feed(&s->err, w->rbuf, (size_t)n);
+    else
+        session_feed(w, s, w->rbuf, (size_t)n);
+}
+
+/* ssh has ended: everything it wrote is in its pipes. Take it, then end the workers that
+ * the supervisor did not end itself. */
+#define DRAIN_MAX ((size_t)16 << 20)
+static void session_finish(hvd_workers_t *w, session_t *s) {
+    if (s->finished)
+        return;
+    s->finished = 1;
+    for (int is_err = 0; is_err < 2; is_err++) {
+        for (size_t total = 0; (is_err ? s->err_open : s->out_open) && total < DRAIN_MAX;) {
+            ssize_t n = read(is_err ? s->proc.err_fd : s->proc.out_fd, w->rbuf, READ_CHUNK);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            if (is_err)
+                hvd__output_stream_feed(&s->err, w->rbuf, (size_t)n);
+            else
+                session_feed(w, s, w->rbuf, (size_t)n);
+            total += (size_t)n;
+        }
+        session_close_pipe(w, s, is_err);
+    }
+    if (!s->ready) {
+        s->ready = 1;
+        w->connecting--;
+    }
+    if (s->in_fd >= 0)
+        close(s->in_fd);
+    s->in_fd = -1;
+    int status = hvd__spawn_status(&s->proc);
+    for (size_t k = 0; k < s->n; k++)
+        end_remote(w, s->ids[k], status);
+}
+
+static void session_gone(hvd_workers_t *w, session_t *s) {
+    s->gone = 1;
+    w->sessions_live--;
+    close_ctl(w, &s->ctl_open, &s->proc.ctl_fd);
+    session_finish(w, s);
 }
 
 static void reap_all(hvd_workers_t *w) {
@@ -352,8 +572,13 @@ static void reap_all(hvd_workers_t *w) {
     w->last_reap_ms = hvd__clock_now_ms();
     for (size_t i = 0; i < w->n; i++) {
         worker_t *r = w->w[i];
-        if (!r->gone && hvd__spawn_reap(&r->proc))
+        if (!r->s && !r->gone && hvd__spawn_reap(&r->proc))
             mark_gone(w, i);
+    }
+    for (size_t i = 0; i < w->ns; i++) {
+        session_t *s = w->sessions[i];
+        if (!s->gone && hvd__spawn_reap(&s->proc))
+            session_gone(w, s);
     }
 }
 
@@ -371,7 +596,6 @@ static void read_stream(hvd_workers_t *w, worker_t *r, int is_err) {
 }
 
 /* Read what the stream holds now (up to DRAIN_MAX), then close it. */
-#define DRAIN_MAX ((size_t)16 << 20)
 static void drain_stream(hvd_workers_t *w, worker_t *r, int is_err) {
     int fd = is_err ? r->proc.err_fd : r->proc.out_fd;
     for (size_t total = 0; (is_err ? r->err_open : r->out_open) && total < DRAIN_MAX;) {
@@ -408,8 +632,22 @@ static void on_signals(hvd_workers_t *w) {
                 abbrev ? abbrev : "?");
             for (size_t i = 0; i < w->n; i++)
                 if (!w->w[i]->gone)
-                    hvd__spawn_kill(&w->w[i]->proc);
+                    kill_now(w->w[i]);
         }
+    }
+}
+
+static void on_session_event(hvd_workers_t *w, session_t *s, int kind) {
+    if (kind == EV_S_OUT || kind == EV_S_ERR) {
+        session_read(w, s, kind == EV_S_ERR);
+        return;
+    }
+    if (hvd__spawn_read_report(&s->proc))
+        session_finish(w, s); /* ssh ended: its ranks' fate is known now */
+    if (s->proc.ctl_eof) {
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, s->proc.ctl_fd, NULL);
+        s->ctl_open = 0;
+        w->need_reap = 1;
     }
 }
 
@@ -424,9 +662,14 @@ static void on_event(hvd_workers_t *w, uint64_t tag) {
         (void)n;
         return;
     }
-    size_t i = (size_t)(tag >> 2);
+    size_t i = (size_t)(tag >> EV_SHIFT);
+    int kind = (int)(tag & ((1u << EV_SHIFT) - 1));
+    if (kind >= EV_S_OUT) {
+        on_session_event(w, w->sessions[i], kind);
+        return;
+    }
     worker_t *r = w->w[i];
-    switch ((int)(tag & 3)) {
+    switch (kind) {
     case EV_OUT:
         read_stream(w, r, 0);
         break;
@@ -446,11 +689,61 @@ static void on_event(hvd_workers_t *w, uint64_t tag) {
     }
 }
 
+/* A remote worker asked to stop that does not end is killed by its host's supervisor; one
+ * that does not end even then has its whole ssh session killed. */
+static void remote_deadlines(hvd_workers_t *w, worker_t *r, int64_t now) {
+    if (r->gone)
+        return;
+    if (r->stopped && !r->proc.kill_sent && now - r->stop_ms >= w->grace_ms + BACKSTOP_MS) {
+        say(w->cfg->err_fd,
+            "horovodrun: rank %d on %s did not end %d ms after being asked to; killing it.\n",
+            r->slot.rank, r->slot.host, w->grace_ms + BACKSTOP_MS);
+        kill_now(r);
+    }
+    if (r->proc.kill_sent && now - r->proc.kill_sent >= ABANDON_MS && !r->s->proc.kill_sent) {
+        say(w->cfg->err_fd,
+            "horovodrun: rank %d on %s is still there %d ms after SIGKILL; closing the ssh "
+            "session to %s.\n",
+            r->slot.rank, r->slot.host, ABANDON_MS, r->s->host);
+        hvd__spawn_kill(&r->s->proc);
+    }
+}
+
+/* Sessions whose ssh does not end when it should: every rank ended but the supervisor stays,
+ * or stopped and not gone after the grace period, or killed and still not reaped. */
+static void session_deadlines(hvd_workers_t *w, session_t *s, int64_t now) {
+    if (s->gone)
+        return;
+    if (s->left == 0 && !s->proc.stop_sent) {
+        if (!s->idle_ms)
+            s->idle_ms = now;
+        else if (now - s->idle_ms >= DRAIN_MS)
+            session_stop(s);
+    }
+    if (s->proc.stop_sent && !s->proc.kill_sent && now - s->stop_ms >= w->grace_ms + BACKSTOP_MS)
+        hvd__spawn_kill(&s->proc);
+    if (s->proc.kill_sent && now - s->proc.kill_sent >= ABANDON_MS) {
+        say(w->cfg->err_fd,
+            "horovodrun: the ssh session to %s (supervisor pid %d) is still there %d ms after "
+            "SIGKILL; giving up on it.\n",
+            s->host, (int)s->proc.pid, ABANDON_MS);
+        if (!s->proc.reported)
+            s->proc.mm_status = SIGKILL;
+        session_gone(w, s);
+    }
+}
+
 /* Deadlines that keep horovodrun from waiting forever on a middleman or a pipe. */
 static void enforce_deadlines(hvd_workers_t *w) {
     int64_t now = hvd__clock_now_ms();
+    for (size_t i = 0; i < w->ns; i++)
+        session_deadlines(w, w->sessions[i], now);
     for (size_t i = 0; i < w->n; i++) {
         worker_t *r = w->w[i];
+        if (r->s) {
+            remote_deadlines(w, r, now);
+            continue;
+        }
         if (!r->gone && r->stopped && !r->proc.kill_sent &&
             now - r->stop_ms >= w->grace_ms + BACKSTOP_MS) {
             say(w->cfg->err_fd,
@@ -496,30 +789,11 @@ void hvd__workers_wake(hvd_workers_t *w) {
     (void)n; /* a full counter already wakes the loop */
 }
 
-/* ssh's argv for a remote worker and the spec it carries on stdin (envp: the worker's whole
- * environment, secret included). */
-static hvd_status_t remote_command(const hvd_workers_t *w, const char *host, char *const *envp,
-                                   char ***ssh_argv_p, uint8_t **spec_p, size_t *spec_len_p) {
-    const hvd_workers_config_t *cfg = w->cfg;
-    hvd_status_t st =
-        hvd__ssh_argv_program(cfg->ssh, host, cfg->remote_exe ? cfg->remote_exe : "horovodrun",
-                              HVD_EXEC_OPTION, ssh_argv_p);
-    if (st == HVD_OK) {
-        st = hvd__exec_spec_encode(cfg->cwd ? cfg->cwd : ".", envp, cfg->command, spec_p,
-                                   spec_len_p);
-        if (st != HVD_OK) {
-            hvd__ssh_argv_free(*ssh_argv_p);
-            *ssh_argv_p = NULL;
-        }
-    }
-    return st;
-}
-
-/* The worker's whole environment: shared, extra, then its own variables. */
-static char **worker_envp(const hvd_workers_t *w, const hvd_env_list_t *extra,
-                          const hvd_env_list_t *vars) {
+/* The variables every worker of a start shares: horovodrun's, then extra (its own variables
+ * are set last, by the caller). Pointers into the lists, NULL-terminated. */
+static char **shared_envp(const hvd_workers_t *w, const hvd_env_list_t *extra, size_t more) {
     size_t nb = w->base.count, ne = extra ? extra->count : 0;
-    char **envp = malloc((nb + ne + vars->count + 1) * sizeof *envp);
+    char **envp = malloc((nb + ne + more + 1) * sizeof *envp);
     if (!envp)
         return NULL;
     size_t k = 0;
@@ -528,71 +802,25 @@ static char **worker_envp(const hvd_workers_t *w, const hvd_env_list_t *extra,
     for (size_t i = 0; i < ne; i++)
         if (!is_slot_name(extra->entries[i]))
             envp[k++] = extra->entries[i];
-    for (size_t i = 0; i < vars->count; i++)
-        envp[k++] = vars->entries[i];
     envp[k] = NULL;
     return envp;
 }
 
-static hvd_status_t launch(hvd_workers_t *w, worker_t *r, size_t i, int remote,
-                           const hvd_env_list_t *extra) {
-    const hvd_workers_config_t *cfg = w->cfg;
-    hvd_status_t st;
-    if (cfg->output_dir) {
-        st = hvd__output_open_files(cfg->output_dir, r->slot.rank, cfg->output_np, &r->out.file_fd,
-                                    &r->err.file_fd);
-        if (st != HVD_OK)
-            return st;
+/* A worker's record, not yet started. */
+static worker_t *worker_new(const hvd_workers_t *w, const hvd_slot_t *slot) {
+    worker_t *r = calloc(1, sizeof *r);
+    char *host = strdup(slot->host ? slot->host : "");
+    if (!r || !host) {
+        free(r);
+        free(host);
+        return NULL;
     }
-    hvd_env_list_t vars;
-    st = slot_env(w, &r->slot, &vars);
-    if (st != HVD_OK)
-        return st;
-    char **envp = worker_envp(w, extra, &vars);
-    if (!envp) {
-        wipe_env(&vars);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an environment");
-    }
-    hvd_spawn_config_t sc = {
-        .argv = cfg->command, .envp = envp, .grace_ms = w->grace_ms, .nofile_soft = w->nofile_soft};
-    char **ssh_argv = NULL;
-    uint8_t *spec = NULL;
-    size_t spec_len = 0;
-    if (remote) {
-        /* ssh itself runs with horovodrun's environment; the worker's goes in the spec */
-        st = remote_command(w, r->slot.host, envp, &ssh_argv, &spec, &spec_len);
-        sc.argv = ssh_argv;
-        sc.envp = environ;
-        sc.stdin_data = spec;
-        sc.stdin_len = spec_len;
-    }
-    if (st == HVD_OK && cfg->verbose)
-        print_command(w, ssh_argv, &vars, extra);
-    if (st == HVD_OK)
-        st = hvd__spawn_start(&sc, &r->proc);
-    if (spec) {
-        explicit_bzero(spec, spec_len);
-        free(spec);
-    }
-    hvd__ssh_argv_free(ssh_argv);
-    free(envp);
-    wipe_env(&vars);
-    if (st != HVD_OK)
-        return st;
-    w->live++;
-    if (watch(w, r->proc.out_fd, (uint64_t)i << 2 | EV_OUT) == 0) {
-        r->out_open = 1;
-        w->open_streams++;
-    }
-    if (watch(w, r->proc.err_fd, (uint64_t)i << 2 | EV_ERR) == 0) {
-        r->err_open = 1;
-        w->open_streams++;
-    }
-    r->ctl_open = watch(w, r->proc.ctl_fd, (uint64_t)i << 2 | EV_CTL) == 0;
-    if (!r->out_open || !r->err_open || !r->ctl_open)
-        return hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of rank %d: %s", r->slot.rank,
-                              strerror(errno));
-    return HVD_OK;
+    r->slot = *slot;
+    r->slot.host = host;
+    r->proc.out_fd = r->proc.err_fd = r->proc.ctl_fd = -1;
+    hvd__output_stream_init(&r->out, slot->rank, 0, w->cfg->out_fd, -1, w->cfg->prefix_timestamp);
+    hvd__output_stream_init(&r->err, slot->rank, 1, w->cfg->err_fd, -1, w->cfg->prefix_timestamp);
+    return r;
 }
 
 static void worker_free(worker_t *r) {
@@ -605,34 +833,233 @@ static void worker_free(worker_t *r) {
     free(r);
 }
 
-hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
-                                const hvd_env_list_t *extra, size_t *id_p) {
-    if (w->n >= w->cfg->max_workers)
+static void session_free(session_t *s) {
+    if (!s)
+        return;
+    hvd__spawn_close(&s->proc);
+    if (s->in_fd >= 0)
+        close(s->in_fd);
+    hvd__exec_reader_fini(&s->rx);
+    hvd__output_stream_fini(&s->err);
+    free(s->ids);
+    free(s->host);
+    free(s);
+}
+
+static hvd_status_t grow(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap)
+        return HVD_OK;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *grown = realloc(*p, c * size);
+    if (!grown)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for workers");
+    *p = grown;
+    *cap = c;
+    return HVD_OK;
+}
+
+static hvd_status_t start_local(hvd_workers_t *w, worker_t *r, size_t i,
+                                const hvd_env_list_t *extra) {
+    hvd_env_list_t vars;
+    hvd_status_t st = slot_env(w, &r->slot, &vars);
+    if (st != HVD_OK)
+        return st;
+    char **envp = shared_envp(w, extra, vars.count);
+    if (!envp) {
+        wipe_env(&vars);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an environment");
+    }
+    size_t k = 0;
+    while (envp[k])
+        k++;
+    for (size_t v = 0; v < vars.count; v++)
+        envp[k++] = vars.entries[v];
+    envp[k] = NULL;
+    if (w->cfg->verbose)
+        print_command(w, NULL, &vars, extra);
+    hvd_spawn_config_t sc = {.argv = w->cfg->command,
+                             .envp = envp,
+                             .grace_ms = w->grace_ms,
+                             .nofile_soft = w->nofile_soft};
+    st = hvd__spawn_start(&sc, &r->proc);
+    free(envp);
+    wipe_env(&vars);
+    if (st != HVD_OK)
+        return st;
+    w->live++;
+    if (watch_proc(w, &r->proc, i, EV_OUT, &r->out_open, &r->err_open, &r->ctl_open))
+        return HVD_OK;
+    return hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of rank %d: %s", r->slot.rank,
+                          strerror(errno));
+}
+
+/* The spec of a session's ranks (exec_wire.h) and ssh's argv to carry it. */
+static hvd_status_t session_command_line(const hvd_workers_t *w, session_t *s, worker_t **rs,
+                                         const hvd_env_list_t *extra, char ***ssh_argv_p,
+                                         uint8_t **spec_p, size_t *spec_len_p) {
+    const hvd_workers_config_t *cfg = w->cfg;
+    hvd_env_list_t *vars = calloc(s->n, sizeof *vars);
+    char ***rank_env = calloc(s->n, sizeof *rank_env);
+    char **env = shared_envp(w, extra, 0);
+    size_t made = 0;
+    hvd_status_t st = vars && rank_env && env
+                          ? HVD_OK
+                          : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a remote start");
+    for (; st == HVD_OK && made < s->n; made++) {
+        st = slot_env(w, &rs[made]->slot, &vars[made]);
+        if (st == HVD_OK)
+            rank_env[made] = vars[made].entries;
+    }
+    if (st == HVD_OK)
+        st = hvd__ssh_argv_program(cfg->ssh, s->host,
+                                   cfg->remote_exe ? cfg->remote_exe : "horovodrun",
+                                   HVD_EXEC_OPTION, ssh_argv_p);
+    if (st == HVD_OK) {
+        hvd_exec_spec_t spec = {.cwd = (char *)(cfg->cwd ? cfg->cwd : "."),
+                                .grace_ms = (uint32_t)w->grace_ms,
+                                .env = env,
+                                .argv = (char **)cfg->command, /* only read */
+                                .nranks = s->n,
+                                .rank_env = rank_env};
+        st = hvd__exec_spec_encode(&spec, spec_p, spec_len_p);
+        if (st != HVD_OK) {
+            hvd__ssh_argv_free(*ssh_argv_p);
+            *ssh_argv_p = NULL;
+        }
+    }
+    for (size_t k = 0; st == HVD_OK && cfg->verbose && k < s->n; k++)
+        print_command(w, *ssh_argv_p, &vars[k], extra);
+    for (size_t k = 0; vars && k < made; k++)
+        wipe_env(&vars[k]);
+    free(vars);
+    free(rank_env);
+    free(env);
+    return st;
+}
+
+static hvd_status_t start_session(hvd_workers_t *w, session_t *s, worker_t **rs, size_t si,
+                                  const hvd_env_list_t *extra) {
+    char **ssh_argv = NULL;
+    uint8_t *spec = NULL;
+    size_t spec_len = 0;
+    hvd_status_t st = session_command_line(w, s, rs, extra, &ssh_argv, &spec, &spec_len);
+    if (st == HVD_OK) {
+        /* ssh itself runs with horovodrun's environment; the workers' go in the spec */
+        hvd_spawn_config_t sc = {.argv = ssh_argv,
+                                 .envp = environ,
+                                 .grace_ms = w->grace_ms,
+                                 .nofile_soft = w->nofile_soft,
+                                 .stdin_data = spec,
+                                 .stdin_len = spec_len,
+                                 .stdin_writer_p = &s->in_fd};
+        st = hvd__spawn_start(&sc, &s->proc);
+    }
+    if (spec) {
+        explicit_bzero(spec, spec_len);
+        free(spec);
+    }
+    hvd__ssh_argv_free(ssh_argv);
+    if (st != HVD_OK)
+        return st;
+    w->sessions_live++;
+    w->connecting++;
+    if (watch_proc(w, &s->proc, si, EV_S_OUT, &s->out_open, &s->err_open, &s->ctl_open))
+        return HVD_OK;
+    return hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of the ssh session to %s: %s",
+                          s->host, strerror(errno));
+}
+
+static hvd_status_t room_for(hvd_workers_t *w, const hvd_slot_t *slot, size_t n) {
+    if (w->n + n > w->cfg->max_workers)
         return hvd__error_set(HVD_ERR_TOO_LARGE,
                               "cannot start rank %d on %s: %zu workers were started already",
                               slot->rank, slot->host, w->n);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 16;
-        worker_t **grown = realloc(w->w, cap * sizeof *grown);
-        if (!grown)
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for workers");
-        w->w = grown;
-        w->cap = cap;
+    return grow((void **)&w->w, &w->cap, w->n + n, sizeof *w->w);
+}
+
+static hvd_status_t open_files(const hvd_workers_t *w, worker_t *r) {
+    if (!w->cfg->output_dir)
+        return HVD_OK;
+    return hvd__output_open_files(w->cfg->output_dir, r->slot.rank, w->cfg->output_np,
+                                  &r->out.file_fd, &r->err.file_fd);
+}
+
+hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots, size_t n,
+                                       const hvd_env_list_t *extra, size_t *ids) {
+    if (n == 0 || n > HVD_EXEC_MAX_RANKS)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot start %zu ranks on one host at once", n);
+    hvd_status_t st = room_for(w, &slots[0], n);
+    if (st == HVD_OK)
+        st = grow((void **)&w->sessions, &w->scap, w->ns + 1, sizeof *w->sessions);
+    if (st != HVD_OK)
+        return st;
+    session_t *s = calloc(1, sizeof *s);
+    worker_t **rs = calloc(n, sizeof *rs);
+    if (s) {
+        s->in_fd = -1;
+        s->proc.out_fd = s->proc.err_fd = s->proc.ctl_fd = -1;
+        s->host = strdup(slots[0].host ? slots[0].host : "");
+        s->ids = calloc(n, sizeof *s->ids);
+        s->n = s->left = n;
+        hvd__exec_reader_init(&s->rx, n);
+        hvd__output_stream_init(&s->err, slots[0].rank, 1, w->cfg->err_fd, -1,
+                                w->cfg->prefix_timestamp);
     }
-    worker_t *r = calloc(1, sizeof *r);
-    char *host = strdup(slot->host ? slot->host : "");
-    if (!r || !host) {
-        free(r);
-        free(host);
+    size_t made = 0;
+    if (!s || !rs || !s->host || !s->ids)
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a remote start");
+    for (; st == HVD_OK && made < n; made++) {
+        if (!(rs[made] = worker_new(w, &slots[made])))
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a worker");
+        else
+            st = open_files(w, rs[made]);
+        if (st == HVD_OK) {
+            rs[made]->s = s;
+            rs[made]->index = (uint32_t)made;
+            s->ids[made] = w->n + made;
+        }
+    }
+    if (st == HVD_OK)
+        st = start_session(w, s, rs, w->ns, extra);
+    if (st != HVD_OK && (!s || !s->proc.pid)) {
+        for (size_t k = 0; k < n && rs; k++)
+            worker_free(rs[k]);
+        free(rs);
+        session_free(s);
+        return hvd__error_wrap(st, "cannot start rank %d on %s", slots[0].rank, slots[0].host);
+    }
+    /* started (perhaps without its pipes watched): supervise it like the others */
+    w->sessions[w->ns++] = s;
+    for (size_t k = 0; k < n; k++) {
+        w->w[w->n++] = rs[k];
+        w->live++;
+        if (ids)
+            ids[k] = s->ids[k];
+    }
+    free(rs);
+    if (st != HVD_OK) {
+        session_stop(s);
+        return hvd__error_wrap(st, "cannot start rank %d on %s", slots[0].rank, slots[0].host);
+    }
+    return HVD_OK;
+}
+
+hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
+                                const hvd_env_list_t *extra, size_t *id_p) {
+    if (remote)
+        return hvd__workers_start_remote(w, slot, 1, extra, id_p);
+    hvd_status_t st = room_for(w, slot, 1);
+    if (st != HVD_OK)
+        return st;
+    worker_t *r = worker_new(w, slot);
+    if (!r)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a worker");
-    }
-    r->slot = *slot;
-    r->slot.host = host;
-    r->proc.out_fd = r->proc.err_fd = r->proc.ctl_fd = -1;
-    hvd__output_stream_init(&r->out, slot->rank, 0, w->cfg->out_fd, -1, w->cfg->prefix_timestamp);
-    hvd__output_stream_init(&r->err, slot->rank, 1, w->cfg->err_fd, -1, w->cfg->prefix_timestamp);
     size_t i = w->n;
-    hvd_status_t st = launch(w, r, i, remote, extra);
+    st = open_files(w, r);
+    if (st == HVD_OK)
+        st = start_local(w, r, i, extra);
     if (st != HVD_OK && !r->proc.pid) {
         worker_free(r); /* nothing started: nothing to supervise */
         return hvd__error_wrap(st, "cannot start rank %d on %s", slot->rank, slot->host);
@@ -647,15 +1074,19 @@ hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int re
     return HVD_OK;
 }
 
-/* Each worker holds 3 fds here (5 with --output-filename), and the store serving them one
- * connection each (cfg->extra_fds); raise the soft limit to fit them, and let workers start
- * with the limit horovodrun was given. */
+size_t hvd__workers_connecting(const hvd_workers_t *w) {
+    return w->connecting;
+}
+
+/* Each worker holds 3 fds here (4 for a remote host's session of one rank; 2 more with
+ * --output-filename), and the store serving them one connection each (cfg->extra_fds); raise
+ * the soft limit to fit them, and let workers start with the limit horovodrun was given. */
 static void fit_fd_limit(hvd_workers_t *w) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
     rlim_t need =
-        64 + (rlim_t)w->cfg->extra_fds + (rlim_t)w->cfg->max_workers * (w->cfg->output_dir ? 5 : 3);
+        64 + (rlim_t)w->cfg->extra_fds + (rlim_t)w->cfg->max_workers * (w->cfg->output_dir ? 6 : 4);
     if (rl.rlim_cur >= need)
         return;
     w->saved_nofile = rl;
@@ -710,7 +1141,7 @@ void hvd__workers_destroy(hvd_workers_t *w) {
     if (w->epfd >= 0) {
         if (w->live > 0)
             hvd__workers_stop_all(w);
-        while (w->live > 0 || w->open_streams > 0)
+        while (hvd__workers_busy(w))
             hvd__workers_step(w, DESTROY_TICK_MS);
     }
     if (w->raised_nofile)
@@ -725,6 +1156,9 @@ void hvd__workers_destroy(hvd_workers_t *w) {
     for (size_t i = 0; i < w->n; i++)
         worker_free(w->w[i]);
     free(w->w);
+    for (size_t i = 0; i < w->ns; i++)
+        session_free(w->sessions[i]);
+    free(w->sessions);
     hvd__env_list_fini(&w->base);
     free(w->rbuf);
     free(w);
@@ -735,7 +1169,7 @@ size_t hvd__workers_live(const hvd_workers_t *w) {
 }
 
 int hvd__workers_busy(const hvd_workers_t *w) {
-    return w->live > 0 || w->open_streams > 0;
+    return w->live > 0 || w->open_streams > 0 || w->sessions_live > 0;
 }
 
 int hvd__workers_interrupted(const hvd_workers_t *w) {
@@ -761,6 +1195,10 @@ void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
         hvd__output_stream_write_tail(&r->err, fd, "    ");
     } else {
         say(fd, "horovodrun: rank %d wrote nothing to stderr.\n", r->slot.rank);
+    }
+    if (r->s && (r->s->err.tail_count || r->s->err.tail_cr)) {
+        say(fd, "horovodrun: last lines of the ssh session to %s:\n", r->s->host);
+        hvd__output_stream_write_tail(&r->s->err, fd, "    ");
     }
 }
 

@@ -36,8 +36,9 @@ typedef struct {
     int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period; <= 0: 5000 */
     size_t max_workers;            /* most workers started over the pool's life */
     size_t extra_fds; /* descriptors the launcher needs besides the workers' (the store's) */
-    /* Remote workers run as `ssh <options> host '<remote_exe>' --internal-exec` with their
-     * spec on ssh's stdin (runner/remote_exec.h), in cwd over there. */
+    /* Remote workers run under `ssh <options> host '<remote_exe>' --internal-exec`, one
+     * session for all the ranks of a start on one host, with their spec on ssh's stdin
+     * (runner/remote_exec.h), in cwd over there. */
     const hvd_ssh_opts_t *ssh;
     const char *remote_exe;
     const char *cwd;
@@ -64,6 +65,13 @@ void hvd__workers_destroy(hvd_workers_t *w);
  * block. */
 hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
                                 const hvd_env_list_t *extra, size_t *id_p);
+/* Start n workers on one remote host (slots[*].host, all the same) through one ssh session;
+ * ids[k]: the id of slots[k]'s worker. Otherwise as hvd__workers_start. Does not block: the
+ * session connects while the loop runs (hvd__workers_connecting). */
+hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots, size_t n,
+                                       const hvd_env_list_t *extra, size_t *ids);
+/* Sessions started that have not yet answered (their ssh is still connecting). */
+size_t hvd__workers_connecting(const hvd_workers_t *w);
 /* Ask a worker to end (SIGTERM to its tree, grace, SIGKILL); its end is reported with
  * stopped = 1. Idempotent. */
 void hvd__workers_stop(hvd_workers_t *w, size_t id);

@@ -2,7 +2,8 @@
 # horovodrun across hosts: three network namespaces with sshd each (tests/netns/netbed.sh),
 # h1 and h2 also on a network h3 cannot reach; horovodrun runs on h1 and launches over ssh.
 #   1. the environment contract on every host (and each rank really runs on its host, in the
-#      launcher's directory, with the secret in its environment and on no command line)
+#      launcher's directory, with the secret in its environment and on no command line), and
+#      one supervisor per remote host for all of its ranks
 #   2. every blocking collective checked across hosts (collectives_check --quick)
 #   3. a rank failing on a remote host ends the job, named
 #   4. a host whose sshd is down: a clear error naming it, nothing started
@@ -54,6 +55,22 @@ for p in $(netns_bed_procs) $(pgrep -f horovodrun || true); do
     fail "env: the secret is on the command line of pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
   fi
 done
+# one supervisor per remote host (reached through one ssh session), whatever its number of
+# ranks: a `horovodrun --internal-exec` whose parent is not one (the ranks' middlemen are
+# forks of the supervisor and show its command line)
+supervisors() {
+  local n=0 p pp
+  for p in $(ip netns pids "${HVD_NETBED_PREFIX}h$1" 2>/dev/null); do
+    grep -q -- --internal-exec "/proc/$p/cmdline" 2>/dev/null || continue
+    pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
+    grep -q -- --internal-exec "/proc/$pp/cmdline" 2>/dev/null || n=$((n + 1))
+  done
+  echo "$n"
+}
+for h in 2 3; do
+  n=$(supervisors $h)
+  ((n == 1)) || fail "env: $n supervisors on h$h, expected one for all of its ranks"
+done
 touch "$TMP/go"
 wait "$job" || fail "env: horovodrun failed: $(cat "$TMP/err")"
 got=$(sed -n 's/^\[[0-9]*\]<stdout>://p' "$TMP/out" | sort -t= -k2 -n)
@@ -72,7 +89,7 @@ for r in 0 1 2 3 4; do
   [[ "$line" == *"pwd=$TMP ctl=gloo addr=10.77.0.1 port="* ]] ||
     fail "env: rank $r: wrong directory or rendezvous: $line"
 done
-ok "environment contract on h1, h2, h3 (5 ranks), secret on no command line"
+ok "environment contract on h1, h2, h3 (5 ranks), secret on no command line, one supervisor per remote host"
 
 # 2. real collectives across hosts -------------------------------------------------------------
 run_on_h1 -np 5 -H h1:2,h2:2,h3:1 "$CHECK" --quick

@@ -1,7 +1,8 @@
 /* hvd__launch_run with hand-built slot plans: the environment contract, tagged output that
  * never mixes lines, --output-filename, --verbose without the secret, kill-all on the first
  * failure and its report, exit code propagation, SIGINT/SIGTERM/SIGKILL of the launcher, many
- * ranks under a low fd limit, and no leaked fds or children. Deadlines are generous: the
+ * ranks under a low fd limit, remote hosts (one ssh session each, through a stand-in for ssh),
+ * and no leaked fds or children. Deadlines are generous: the
  * machine running the tests may be loaded. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -680,6 +681,139 @@ static void test_many_ranks_low_fd_limit(void **state) {
     remove_dir(dir);
 }
 
+/* ---- remote hosts, through a stand-in for ssh ------------------------------------------------ */
+
+/* A directory holding an `ssh` that runs the remote command here (its last argument, the host
+ * the one before), logging each host it is asked for; hosts named down* fail as ssh does when
+ * sshd is not there. It goes first in PATH for the test's duration. */
+static char *fake_ssh(char **old_path_p) {
+    char *dir = make_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/ssh", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "for a; do host=$cmd; cmd=$a; done\n"
+            "echo \"$host\" >> %s/sessions\n"
+            "case $host in down*) echo \"ssh: connect to host $host port 22: Connection "
+            "refused\" >&2; exit 255;; esac\n"
+            "exec sh -c \"$cmd\"\n",
+            dir);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+    const char *old = getenv("PATH");
+    *old_path_p = strdup(old ? old : "/usr/bin:/bin");
+    char *new_path = malloc(strlen(dir) + strlen(*old_path_p) + 2);
+    sprintf(new_path, "%s:%s", dir, *old_path_p);
+    setenv("PATH", new_path, 1);
+    free(new_path);
+    return dir;
+}
+
+static void fake_ssh_done(char *dir, char *old_path) {
+    setenv("PATH", old_path, 1);
+    free(old_path);
+    remove_dir(dir);
+}
+
+/* rank 0 here, then hosts[i] for each further rank */
+static void make_remote_plan(plan_t *p, int n, const char *const *hosts, unsigned char *remote) {
+    make_plan(p, n, "localhost");
+    for (int i = 1; i < n; i++) {
+        p->slots[i].host = hosts[i];
+        remote[i] = 1;
+    }
+    remote[0] = 0;
+}
+
+static hvd_launch_config_t remote_cfg(plan_t *p, char **cmd, const unsigned char *remote) {
+    return (hvd_launch_config_t){.plan = &p->plan,
+                                 .command = cmd,
+                                 .kill_grace_ms = 2000,
+                                 .remote = remote,
+                                 .remote_exe = HVD_HOROVODRUN,
+                                 .cwd = "/"};
+}
+
+/* Every rank of a remote host runs through one ssh session, with its own tagged output and
+ * variables; a host's ranks need not be next to each other in the plan. */
+static void test_remote_one_session_per_host(void **state) {
+    (void)state;
+    char *old_path;
+    char *dir = fake_ssh(&old_path);
+    const char *hosts[] = {"localhost", "hA", "hB", "hA", "hA", "hB"};
+    unsigned char remote[6];
+    plan_t p;
+    make_remote_plan(&p, 6, hosts, remote);
+    char *cmd[] = {"sh", "-c",
+                   "echo \"out $HOROVOD_RANK on $HOROVOD_HOSTNAME in $(pwd)\"; "
+                   "echo \"err $HOROVOD_RANK\" >&2",
+                   NULL};
+    result_t r;
+    launch(remote_cfg(&p, cmd, remote), &r);
+    assert_int_equal(r.st, 0);
+    assert_int_equal(r.code, 0);
+    for (int i = 0; i < 6; i++) {
+        char line[128];
+        /* remote ranks run in the spec's directory, the local one where the launcher is */
+        snprintf(line, sizeof line, "[%d]<stdout>:out %d on %s in %s", i, i, hosts[i],
+                 i ? "/\n" : "");
+        if (!strstr(r.out, line))
+            fail_msg("no [%s] in:\n%s", line, r.out);
+        snprintf(line, sizeof line, "[%d]<stderr>:err %d\n", i, i);
+        if (!strstr(r.err, line))
+            fail_msg("no [%s] in:\n%s", line, r.err);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/sessions", dir);
+    char *sessions = read_file(path);
+    assert_string_equal(sessions, "hA\nhB\n");
+    free(sessions);
+    result_free(&r);
+    fake_ssh_done(dir, old_path);
+}
+
+/* A remote rank's failure ends the job at once (its host's other ranks and the rest stopped),
+ * names it with its stderr; an ssh that cannot connect fails its ranks with ssh's 255 and
+ * message. */
+static void test_remote_failures(void **state) {
+    (void)state;
+    char *old_path;
+    char *dir = fake_ssh(&old_path);
+    const char *hosts[] = {"localhost", "hA", "hA", "hA"};
+    unsigned char remote[4];
+    plan_t p;
+    make_remote_plan(&p, 4, hosts, remote);
+    char *cmd[] = {"sh", "-c",
+                   "if [ $HOROVOD_RANK = 2 ]; then sleep 0.3; echo 'rank 2 is out' >&2; exit 7; "
+                   "fi; exec sleep 60",
+                   NULL};
+    result_t r;
+    launch(remote_cfg(&p, cmd, remote), &r);
+    assert_int_equal(r.st, 0);
+    assert_int_equal(r.code, 7);
+    if (r.ms > 15000)
+        fail_msg("the job took %lld ms to end after rank 2 failed", (long long)r.ms);
+    const char *report =
+        strstr(r.err, "horovodrun: rank 2 (host hA) was the first to fail: exit code 7.\n");
+    if (!report || !strstr(report, "    rank 2 is out\n"))
+        fail_msg("no report of rank 2:\n%s", r.err);
+    assert_null(strstr(r.err, "Process 1 exit"));
+    result_free(&r);
+
+    const char *down[] = {"localhost", "hA", "downB", "downB"};
+    make_remote_plan(&p, 4, down, remote);
+    char *quick[] = {"sh", "-c", "sleep 60", NULL};
+    launch(remote_cfg(&p, quick, remote), &r);
+    assert_int_equal(r.code, 255);
+    report = strstr(r.err, "horovodrun: rank 2 (host downB) was the first to fail: exit code 255.");
+    if (!report || !strstr(report, "port 22: Connection refused"))
+        fail_msg("no report of the ssh failure:\n%s", r.err);
+    result_free(&r);
+    fake_ssh_done(dir, old_path);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -692,6 +826,8 @@ int main(void) {
         cmocka_unit_test(test_launcher_sigterm_sigint),
         cmocka_unit_test(test_launcher_sigkill),
         cmocka_unit_test(test_many_ranks_low_fd_limit),
+        cmocka_unit_test(test_remote_one_session_per_host),
+        cmocka_unit_test(test_remote_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

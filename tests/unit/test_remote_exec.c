@@ -1,7 +1,8 @@
-/* What a remote rank gets over ssh: the spec codec (round trip, every malformed form), the
- * ssh command line and shell quoting, and the supervisor itself (`horovodrun
- * --internal-exec`, run here without ssh): directory, environment, exit codes, output, and
- * the rank's tree ending when its input ends (the launcher is gone). */
+/* What runs a remote host's ranks over ssh: the ssh command line and shell quoting, and the
+ * supervisor itself (`horovodrun --internal-exec`, run here without ssh): several ranks at
+ * once, each with its directory, environment, output, exit code and end reported in frames,
+ * one rank stopped or killed by command, and every tree ending when the input ends (the
+ * launcher is gone). The codec itself is tested in test_exec_wire.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "runner/exec_wire.h"
 #include "runner/remote_exec.h"
 #include "runner/ssh.h"
 #include "wire/le.h"
@@ -24,97 +26,6 @@
 #include <unistd.h>
 
 #define DEADLINE_MS 30000
-
-static void test_spec_round_trip(void **state) {
-    (void)state;
-    char *env[] = {"A=1", "EMPTY=", "MULTI=line one\nline two", "_HOROVOD_SECRET_KEY=abc", NULL};
-    char *argv[] = {"sh", "-c", "echo 'quoted' \"$A\"", "", NULL};
-    uint8_t *buf;
-    size_t len;
-    assert_int_equal(hvd__exec_spec_encode("/some dir", env, argv, &buf, &len), HVD_OK);
-    size_t payload;
-    assert_int_equal(hvd__exec_spec_header(buf, &payload), HVD_OK);
-    assert_int_equal(payload + HVD_EXEC_SPEC_HEADER_LEN, len);
-    hvd_exec_spec_t spec;
-    assert_int_equal(hvd__exec_spec_decode(buf + HVD_EXEC_SPEC_HEADER_LEN, payload, &spec), HVD_OK);
-    assert_string_equal(spec.cwd, "/some dir");
-    assert_int_equal(spec.env_count, 4);
-    for (size_t i = 0; i < 4; i++)
-        assert_string_equal(spec.env[i], env[i]);
-    assert_null(spec.env[4]);
-    assert_int_equal(spec.argc, 4);
-    for (size_t i = 0; i < 4; i++)
-        assert_string_equal(spec.argv[i], argv[i]);
-    assert_null(spec.argv[4]);
-    hvd__exec_spec_fini(&spec);
-
-    /* every truncation of the payload is refused, never read past */
-    for (size_t cut = 0; cut < payload; cut++) {
-        uint8_t *copy = malloc(cut ? cut : 1);
-        memcpy(copy, buf + HVD_EXEC_SPEC_HEADER_LEN, cut);
-        assert_int_equal(hvd__exec_spec_decode(copy, cut, &spec), HVD_ERR_PROTOCOL);
-        free(copy);
-    }
-    free(buf);
-}
-
-static void test_spec_malformed(void **state) {
-    (void)state;
-    char *argv[] = {"true", NULL};
-    uint8_t *buf;
-    size_t len, payload;
-    hvd_exec_spec_t spec;
-    assert_int_equal(hvd__exec_spec_encode("/", NULL, argv, &buf, &len), HVD_OK);
-    uint8_t h[HVD_EXEC_SPEC_HEADER_LEN];
-    memcpy(h, buf, sizeof h);
-    h[0] = 'X'; /* magic */
-    assert_int_equal(hvd__exec_spec_header(h, &payload), HVD_ERR_PROTOCOL);
-    memcpy(h, buf, sizeof h);
-    hvd__le16_put(h + 4, 2); /* version */
-    assert_int_equal(hvd__exec_spec_header(h, &payload), HVD_ERR_PROTOCOL);
-    memcpy(h, buf, sizeof h);
-    h[6] = 1; /* reserved */
-    assert_int_equal(hvd__exec_spec_header(h, &payload), HVD_ERR_PROTOCOL);
-    memcpy(h, buf, sizeof h);
-    hvd__le32_put(h + 8, HVD_EXEC_SPEC_MAX); /* more than the bound */
-    assert_int_equal(hvd__exec_spec_header(h, &payload), HVD_ERR_PROTOCOL);
-
-    /* trailing bytes */
-    uint8_t *p = buf + HVD_EXEC_SPEC_HEADER_LEN;
-    size_t n = len - HVD_EXEC_SPEC_HEADER_LEN;
-    uint8_t *longer = calloc(n + 1, 1);
-    memcpy(longer, p, n);
-    assert_int_equal(hvd__exec_spec_decode(longer, n + 1, &spec), HVD_ERR_PROTOCOL);
-    free(longer);
-    /* a count far beyond what is there is refused before allocating */
-    uint8_t huge_env[] = {1, 0, 0, 0, '/', 0xff, 0xff, 0xff, 0x7f};
-    assert_int_equal(hvd__exec_spec_decode(huge_env, sizeof huge_env, &spec), HVD_ERR_PROTOCOL);
-    free(buf);
-
-    /* an env entry that is not NAME=VALUE; an empty argv; a NUL inside a string */
-    char *bad_env[] = {"NOEQUALS", NULL};
-    assert_int_equal(hvd__exec_spec_encode("/", bad_env, argv, &buf, &len), HVD_OK);
-    assert_int_equal(hvd__exec_spec_decode(buf + 12, len - 12, &spec), HVD_ERR_PROTOCOL);
-    free(buf);
-    char *no_argv[] = {NULL};
-    assert_int_equal(hvd__exec_spec_encode("/", NULL, no_argv, &buf, &len), HVD_OK);
-    assert_int_equal(hvd__exec_spec_decode(buf + 12, len - 12, &spec), HVD_ERR_PROTOCOL);
-    free(buf);
-    assert_int_equal(hvd__exec_spec_encode("/ab", NULL, argv, &buf, &len), HVD_OK);
-    buf[12 + 4 + 1] = 0; /* "/\0b" */
-    assert_int_equal(hvd__exec_spec_decode(buf + 12, len - 12, &spec), HVD_ERR_PROTOCOL);
-    free(buf);
-
-    /* too large to send */
-    size_t big = HVD_EXEC_SPEC_MAX;
-    char *value = malloc(big);
-    memset(value, 'x', big - 1);
-    memcpy(value, "BIG=", 4);
-    value[big - 1] = '\0';
-    char *big_env[] = {value, NULL};
-    assert_int_equal(hvd__exec_spec_encode("/", big_env, argv, &buf, &len), HVD_ERR_INVALID_ARG);
-    free(value);
-}
 
 static void test_ssh_argv(void **state) {
     (void)state;
@@ -185,6 +96,33 @@ typedef struct {
     int in_w, out_r, err_r;
 } sup_t;
 
+/* What came back: each rank's output, status and end, the supervisor's own stderr. */
+#define MAX_RANKS 4
+typedef struct {
+    int ready;
+    char out[MAX_RANKS][4096], err[MAX_RANKS][4096];
+    size_t out_len[MAX_RANKS], err_len[MAX_RANKS];
+    int status[MAX_RANKS], exited[MAX_RANKS], ended[MAX_RANKS];
+    char own_err[4096];
+    size_t own_err_len;
+    hvd_exec_reader_t rx;
+} seen_t;
+
+static uint8_t *make_spec(const char *cwd, char **env, char **argv, size_t nranks, char ***rank_env,
+                          size_t *len_p) {
+    char *none[] = {NULL};
+    char **empty[MAX_RANKS] = {none, none, none, none};
+    hvd_exec_spec_t spec = {.cwd = (char *)cwd,
+                            .grace_ms = 1000,
+                            .env = env,
+                            .argv = argv,
+                            .nranks = nranks,
+                            .rank_env = rank_env ? rank_env : empty};
+    uint8_t *buf;
+    assert_int_equal(hvd__exec_spec_encode(&spec, &buf, len_p), HVD_OK);
+    return buf;
+}
+
 static void start_supervisor(const uint8_t *spec, size_t len, sup_t *s) {
     int in[2], out[2], err[2];
     assert_int_equal(pipe(in), 0);
@@ -210,69 +148,132 @@ static void start_supervisor(const uint8_t *spec, size_t len, sup_t *s) {
     s->err_r = err[0];
 }
 
-/* Read both outputs to their ends and reap; returns the exit code. */
-static int finish_supervisor(sup_t *s, char *out, size_t out_cap, char *err, size_t err_cap) {
-    size_t no = 0, ne = 0;
-    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
-    while (s->out_r >= 0 || s->err_r >= 0) {
-        assert_true(hvd__clock_now_ms() < deadline);
-        struct pollfd p[2] = {{.fd = s->out_r, .events = POLLIN},
-                              {.fd = s->err_r, .events = POLLIN}};
-        poll(p, 2, 100);
-        int *fds[2] = {&s->out_r, &s->err_r};
-        char *bufs[2] = {out, err};
-        size_t *lens[2] = {&no, &ne}, caps[2] = {out_cap, err_cap};
-        for (int i = 0; i < 2; i++) {
-            if (!p[i].revents)
-                continue;
-            ssize_t n = read(*fds[i], bufs[i] + *lens[i], caps[i] - 1 - *lens[i]);
-            if (n <= 0) {
-                close(*fds[i]);
-                *fds[i] = -1;
-            } else {
-                *lens[i] += (size_t)n;
-            }
+static void take_frames(seen_t *v, const uint8_t *data, size_t n) {
+    assert_int_equal(hvd__exec_reader_feed(&v->rx, data, n), HVD_OK);
+    hvd_exec_frame_t f;
+    int got;
+    while ((got = hvd__exec_reader_next(&v->rx, &f)) == 1) {
+        size_t i = f.index;
+        assert_false(f.type != HVD_EXEC_READY && v->ended[i]); /* nothing after END */
+        if (f.type == HVD_EXEC_READY) {
+            v->ready++;
+        } else if (f.type == HVD_EXEC_OUT || f.type == HVD_EXEC_ERR) {
+            char *b = f.type == HVD_EXEC_OUT ? v->out[i] : v->err[i];
+            size_t *l = f.type == HVD_EXEC_OUT ? &v->out_len[i] : &v->err_len[i];
+            assert_true(*l + f.len < sizeof v->out[i]);
+            memcpy(b + *l, f.data, f.len);
+            *l += f.len;
+        } else if (f.type == HVD_EXEC_EXIT) {
+            assert_false(v->exited[i]);
+            v->exited[i] = 1;
+            v->status[i] = (int)hvd__le32_get(f.data);
+        } else {
+            assert_true(v->exited[i]); /* the status always comes first */
+            v->ended[i] = 1;
         }
     }
-    out[no] = err[ne] = '\0';
+    assert_int_equal(got, 0);
+}
+
+/* One read from whichever pipe is ready; 0 once both have ended. */
+static int pump(sup_t *s, seen_t *v, int timeout_ms) {
+    struct pollfd p[2] = {{.fd = s->out_r, .events = POLLIN}, {.fd = s->err_r, .events = POLLIN}};
+    if (s->out_r < 0 && s->err_r < 0)
+        return 0;
+    poll(p, 2, timeout_ms);
+    uint8_t buf[8192];
+    for (int i = 0; i < 2; i++) {
+        int *fd = i ? &s->err_r : &s->out_r;
+        if (!p[i].revents)
+            continue;
+        ssize_t n = read(*fd, buf, sizeof buf);
+        if (n <= 0) {
+            close(*fd);
+            *fd = -1;
+        } else if (i == 0) {
+            take_frames(v, buf, (size_t)n);
+        } else {
+            assert_true(v->own_err_len + (size_t)n < sizeof v->own_err);
+            memcpy(v->own_err + v->own_err_len, buf, (size_t)n);
+            v->own_err_len += (size_t)n;
+        }
+    }
+    return 1;
+}
+
+/* Read both outputs to their ends and reap; returns the supervisor's exit code. */
+static int finish_supervisor(sup_t *s, seen_t *v) {
+    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
+    while (pump(s, v, 100))
+        assert_true(hvd__clock_now_ms() < deadline);
+    for (size_t i = 0; i < MAX_RANKS; i++)
+        v->out[i][v->out_len[i]] = v->err[i][v->err_len[i]] = '\0';
+    v->own_err[v->own_err_len] = '\0';
     int status;
     assert_int_equal(waitpid(s->pid, &status, 0), s->pid);
     if (s->in_w >= 0)
         close(s->in_w);
+    hvd__exec_reader_fini(&v->rx);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void test_supervisor_runs_command(void **state) {
+static seen_t *new_seen(size_t nranks) {
+    seen_t *v = calloc(1, sizeof *v);
+    hvd__exec_reader_init(&v->rx, nranks);
+    return v;
+}
+
+/* Three ranks through one supervisor: each with the shared and its own variables, its own
+ * output on its own stream, its own exit code. */
+static void test_supervisor_runs_ranks(void **state) {
     (void)state;
     char *env[] = {"HVD_TEST_VALUE=from the launcher", NULL};
-    char *argv[] = {"sh", "-c", "pwd; echo \"$HVD_TEST_VALUE\"; echo to-stderr >&2; exit 5", NULL};
-    uint8_t *spec;
+    char *argv[] = {"sh", "-c",
+                    "pwd; echo \"$HVD_TEST_VALUE $HOROVOD_RANK\"; echo err$HOROVOD_RANK >&2; "
+                    "exit $((HOROVOD_RANK + 3))",
+                    NULL};
+    char *r0[] = {"HOROVOD_RANK=0", NULL}, *r1[] = {"HOROVOD_RANK=1", NULL},
+         *r2[] = {"HOROVOD_RANK=2", "HVD_TEST_VALUE=its own", NULL};
+    char **ranks[] = {r0, r1, r2};
     size_t len;
-    assert_int_equal(hvd__exec_spec_encode("/tmp", env, argv, &spec, &len), HVD_OK);
+    uint8_t *spec = make_spec("/tmp", env, argv, 3, ranks, &len);
     sup_t s;
     start_supervisor(spec, len, &s);
     free(spec);
-    char out[4096], err[4096];
-    assert_int_equal(finish_supervisor(&s, out, sizeof out, err, sizeof err), 5);
-    assert_string_equal(out, "/tmp\nfrom the launcher\n");
-    assert_string_equal(err, "to-stderr\n");
+    seen_t *v = new_seen(3);
+    assert_int_equal(finish_supervisor(&s, v), 0);
+    assert_int_equal(v->ready, 1);
+    const char *want_out[] = {"/tmp\nfrom the launcher 0\n", "/tmp\nfrom the launcher 1\n",
+                              "/tmp\nits own 2\n"};
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(v->out[i], want_out[i]);
+        char want_err[16];
+        snprintf(want_err, sizeof want_err, "err%d\n", i);
+        assert_string_equal(v->err[i], want_err);
+        assert_true(v->ended[i]);
+        assert_true(WIFEXITED(v->status[i]));
+        assert_int_equal(WEXITSTATUS(v->status[i]), i + 3);
+    }
+    assert_string_equal(v->own_err, "");
+    free(v);
 }
 
 static void test_supervisor_missing_dir(void **state) {
     (void)state;
     char *argv[] = {"sh", "-c", "echo ran", NULL};
-    uint8_t *spec;
-    size_t len;
     char *env[] = {"HOROVOD_HOSTNAME=h7", NULL}; /* errors name the host as the user wrote it */
-    assert_int_equal(hvd__exec_spec_encode("/no/such/dir", env, argv, &spec, &len), HVD_OK);
+    size_t len;
+    uint8_t *spec = make_spec("/no/such/dir", env, argv, 1, NULL, &len);
     sup_t s;
     start_supervisor(spec, len, &s);
     free(spec);
-    char out[4096], err[4096];
-    assert_int_equal(finish_supervisor(&s, out, sizeof out, err, sizeof err), 0);
-    assert_string_equal(out, "ran\n");
-    assert_non_null(
-        strstr(err, "horovodrun (on h7): cannot change to the launcher's directory /no/such/dir"));
+    seen_t *v = new_seen(1);
+    assert_int_equal(finish_supervisor(&s, v), 0);
+    assert_string_equal(v->out[0], "ran\n");
+    assert_int_equal(v->status[0], 0);
+    assert_non_null(strstr(
+        v->own_err, "horovodrun (on h7): cannot change to the launcher's directory /no/such/dir"));
+    free(v);
 }
 
 static void test_supervisor_bad_spec(void **state) {
@@ -280,63 +281,152 @@ static void test_supervisor_bad_spec(void **state) {
     const uint8_t junk[HVD_EXEC_SPEC_HEADER_LEN] = "GARBAGE!!!!";
     sup_t s;
     start_supervisor(junk, sizeof junk, &s);
-    char out[4096], err[4096];
-    assert_int_equal(finish_supervisor(&s, out, sizeof out, err, sizeof err), 126);
-    assert_non_null(strstr(err, "wrong magic"));
+    seen_t *v = new_seen(1);
+    assert_int_equal(finish_supervisor(&s, v), 126);
+    assert_int_equal(v->ready, 0);
+    assert_non_null(strstr(v->own_err, "wrong magic"));
+    free(v);
 }
 
-/* The launcher going away (end of input) ends the rank's whole tree, background children
- * included, within the grace period. */
-static void test_supervisor_input_end_stops_tree(void **state) {
-    (void)state;
-    char pidfile[] = "/tmp/hvd-exec-pids.XXXXXX";
-    int fd = mkstemp(pidfile);
-    assert_true(fd >= 0);
-    close(fd);
+/* Wait until every rank of a "sleep 1000 & echo $! > pidfile.N; echo started; wait" command
+ * has started; returns the sleepers' pids. */
+static void wait_started(sup_t *s, seen_t *v, size_t nranks) {
+    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
+    for (;;) {
+        size_t up = 0;
+        for (size_t i = 0; i < nranks; i++)
+            up += v->out_len[i] > 0;
+        if (up == nranks)
+            return;
+        assert_true(hvd__clock_now_ms() < deadline);
+        assert_true(pump(s, v, 100));
+    }
+}
+
+static int read_pid(const char *dir, size_t i) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/pid.%zu", dir, i);
+    int pid = 0;
+    for (int tries = 0; tries < 100 && !pid; tries++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%d", &pid) != 1)
+                pid = 0;
+            fclose(f);
+        }
+        if (!pid)
+            hvd__clock_sleep_ms(10);
+    }
+    assert_true(pid > 0);
+    unlink(path);
+    return pid;
+}
+
+static void assert_gone(int pid) {
+    int64_t until = hvd__clock_now_ms() + DEADLINE_MS;
+    while (kill(pid, 0) == 0 && hvd__clock_now_ms() < until)
+        hvd__clock_sleep_ms(10);
+    assert_int_equal(kill(pid, 0), -1);
+}
+
+static uint8_t *sleepers_spec(const char *dir, size_t nranks, size_t *len_p) {
     char script[256];
-    snprintf(script, sizeof script, "sleep 1000 & echo $! > %s; echo started; wait", pidfile);
+    snprintf(script, sizeof script,
+             "sleep 1000 & echo $! > %s/pid.$HOROVOD_RANK; echo started; wait", dir);
     char *argv[] = {"sh", "-c", script, NULL};
-    uint8_t *spec;
+    static char names[MAX_RANKS][32];
+    static char *lists[MAX_RANKS][2];
+    char **ranks[MAX_RANKS];
+    for (size_t i = 0; i < nranks; i++) {
+        snprintf(names[i], sizeof names[i], "HOROVOD_RANK=%zu", i);
+        lists[i][0] = names[i];
+        lists[i][1] = NULL;
+        ranks[i] = lists[i];
+    }
+    return make_spec("/", NULL, argv, nranks, ranks, len_p);
+}
+
+/* The launcher going away (end of input) ends every rank's whole tree, background children
+ * included, within the grace period. */
+static void test_supervisor_input_end_stops_trees(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hvd-exec-pids.XXXXXX";
+    assert_non_null(mkdtemp(dir));
     size_t len;
-    assert_int_equal(hvd__exec_spec_encode("/", NULL, argv, &spec, &len), HVD_OK);
+    uint8_t *spec = sleepers_spec(dir, 2, &len);
     sup_t s;
     start_supervisor(spec, len, &s);
     free(spec);
-    char line[64] = "";
-    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
-    ssize_t n = 0;
-    while (n <= 0 && hvd__clock_now_ms() < deadline)
-        n = read(s.out_r, line, sizeof line - 1); /* "started" */
-    assert_true(n > 0);
-    FILE *f = fopen(pidfile, "r");
-    int sleeper = 0;
-    assert_non_null(f);
-    assert_int_equal(fscanf(f, "%d", &sleeper), 1);
-    fclose(f);
-    unlink(pidfile);
-    assert_int_equal(kill(sleeper, 0), 0);
+    seen_t *v = new_seen(2);
+    wait_started(&s, v, 2);
+    int sleepers[2] = {read_pid(dir, 0), read_pid(dir, 1)};
+    assert_int_equal(kill(sleepers[0], 0), 0);
     close(s.in_w); /* the launcher is gone */
     s.in_w = -1;
-    char out[4096], err[4096];
-    int code = finish_supervisor(&s, out, sizeof out, err, sizeof err);
-    assert_int_equal(code, 143); /* sh ended by SIGTERM */
-    int64_t until = hvd__clock_now_ms() + DEADLINE_MS;
-    while (kill(sleeper, 0) == 0 && hvd__clock_now_ms() < until)
-        hvd__clock_sleep_ms(10);
-    assert_int_equal(kill(sleeper, 0), -1);
+    assert_int_equal(finish_supervisor(&s, v), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_true(WIFSIGNALED(v->status[i]) || WEXITSTATUS(v->status[i]) == 143);
+        assert_gone(sleepers[i]);
+    }
+    rmdir(dir);
+    free(v);
+}
+
+/* STOP and KILL commands end one rank and leave the others running. */
+static void test_supervisor_commands_one_rank(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hvd-exec-pids.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    size_t len;
+    uint8_t *spec = sleepers_spec(dir, 3, &len);
+    sup_t s;
+    start_supervisor(spec, len, &s);
+    free(spec);
+    seen_t *v = new_seen(3);
+    wait_started(&s, v, 3);
+    int sleepers[3] = {read_pid(dir, 0), read_pid(dir, 1), read_pid(dir, 2)};
+    uint8_t c[HVD_EXEC_COMMAND_LEN];
+    hvd__exec_command_encode(c, HVD_EXEC_STOP, 1);
+    assert_int_equal(write(s.in_w, c, sizeof c), (ssize_t)sizeof c);
+    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
+    while (!v->ended[1]) {
+        assert_true(hvd__clock_now_ms() < deadline);
+        assert_true(pump(&s, v, 100));
+    }
+    assert_gone(sleepers[1]);
+    assert_int_equal(kill(sleepers[0], 0), 0);
+    assert_int_equal(kill(sleepers[2], 0), 0);
+    assert_false(v->exited[0] || v->exited[2]);
+    hvd__exec_command_encode(c, HVD_EXEC_KILL, 2);
+    assert_int_equal(write(s.in_w, c, sizeof c), (ssize_t)sizeof c);
+    while (!v->ended[2]) {
+        assert_true(hvd__clock_now_ms() < deadline);
+        assert_true(pump(&s, v, 100));
+    }
+    assert_true(WIFSIGNALED(v->status[2]) && WTERMSIG(v->status[2]) == SIGKILL);
+    assert_gone(sleepers[2]);
+    assert_false(v->exited[0]);
+    /* a command naming no rank stops everything, with a message */
+    hvd__exec_command_encode(c, HVD_EXEC_STOP, 3);
+    assert_int_equal(write(s.in_w, c, sizeof c), (ssize_t)sizeof c);
+    assert_int_equal(finish_supervisor(&s, v), 0);
+    assert_true(v->ended[0]);
+    assert_gone(sleepers[0]);
+    assert_non_null(strstr(v->own_err, "malformed command"));
+    rmdir(dir);
+    free(v);
 }
 
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_round_trip),
-        cmocka_unit_test(test_spec_malformed),
         cmocka_unit_test(test_ssh_argv),
         cmocka_unit_test(test_shell_quote),
-        cmocka_unit_test(test_supervisor_runs_command),
+        cmocka_unit_test(test_supervisor_runs_ranks),
         cmocka_unit_test(test_supervisor_missing_dir),
         cmocka_unit_test(test_supervisor_bad_spec),
-        cmocka_unit_test(test_supervisor_input_end_stops_tree),
+        cmocka_unit_test(test_supervisor_input_end_stops_trees),
+        cmocka_unit_test(test_supervisor_commands_one_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Launch time across several hosts, simulated on this machine: network namespaces with sshd
+# each (tests/netns/netbed.sh). From host h1, the median wall time of the same job started
+# three ways, interleaved run by run so that drift of the machine hits them alike:
+#   hvd cached    horovodrun (its ssh check and NIC discovery cached, as after a first run)
+#   hvd uncached  horovodrun --disable-cache (ssh check of every host and NIC discovery)
+#   mpirun        Open MPI's mpirun of the same job (one orted per host, over the same ssh)
+# The job is `true` by default, or examples/hello (every rank through hvd_init) with --init.
+#
+# Usage: tools/bench_launch_hosts.sh [--build DIR] [--hosts 4] [--slots 2] [--runs 10] [--init]
+# Needs root, iproute2, openssh (scripts/install-deps.sh) and, for the mpirun column, Open MPI
+# (scripts/install-deps.sh --bench). A benchmark, not a test.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=${here%/tools}
+build=$root/build hosts=4 slots=2 runs=10 init=0
+while (($#)); do
+  case $1 in
+    --build) build=$(cd "${2:?}" && pwd); shift ;;
+    --hosts) hosts=${2:?}; shift ;;
+    --slots) slots=${2:?}; shift ;;
+    --runs) runs=${2:?}; shift ;;
+    --init) init=1 ;;
+    -h | --help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "bench_launch_hosts: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $hosts =~ ^[1-9][0-9]*$ && $slots =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench_launch_hosts: --hosts, --slots and --runs take positive counts" >&2; exit 2; }
+(($(id -u) == 0)) || { echo "bench_launch_hosts: needs root (ip netns)" >&2; exit 2; }
+
+export HVD_NETBED_PREFIX=hvdbl$$
+export HVD_NETBED_DIR=/tmp/hvd-netbed-$HVD_NETBED_PREFIX
+netbed=$root/tests/netns/netbed.sh
+trap 'timeout 60 bash "$netbed" down >/dev/null || echo "bench_launch_hosts: netbed down failed" >&2' EXIT
+trap 'exit 130' INT TERM HUP
+bash "$netbed" up "$hosts" --hostnames >/dev/null
+
+spec="" np=$((hosts * slots))
+for ((i = 1; i <= hosts; i++)); do spec+="${spec:+,}h$i:$slots"; done
+job=(true)
+((init)) && job=("$build/examples/hello")
+home=$HVD_NETBED_DIR/home
+mkdir -p "$home"
+
+# Runs one launch inside h1; prints its wall time in ms, or fails with its output.
+cat >"$HVD_NETBED_DIR/one.sh" <<'EOF'
+#!/usr/bin/env bash
+s=$(date +%s%N)
+out=$("$@" 2>&1) || { echo "failed ($?): $*: $out" >&2; exit 1; }
+echo $((($(date +%s%N) - s) / 1000000))
+EOF
+on_h1() {
+  bash "$netbed" exec h1 env PATH="$HVD_NETBED_DIR/bin:$PATH" HOME="$home" \
+    bash "$HVD_NETBED_DIR/one.sh" "$@" </dev/null
+}
+hvd=("$build/horovodrun" -np "$np" -H "$spec")
+mpi=()
+if command -v mpirun.openmpi >/dev/null; then
+  mpi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" -H "$spec")
+fi
+
+on_h1 "${hvd[@]}" "${job[@]}" >/dev/null # fills the cache, warms the page cache
+declare -A t=()
+for ((r = 0; r < runs; r++)); do
+  t[cached]+=" $(on_h1 "${hvd[@]}" "${job[@]}")"
+  t[uncached]+=" $(on_h1 "${hvd[@]:0:1}" --disable-cache "${hvd[@]:1}" "${job[@]}")"
+  ((${#mpi[@]})) && t[mpirun]+=" $(on_h1 "${mpi[@]}" "${job[@]}")"
+done
+
+stats() { # ms values -> "median (min-max)" in seconds
+  tr ' ' '\n' <<<"$1" | grep . | sort -n |
+    awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2;
+         printf "%.2f s (%.2f-%.2f)", m/1000, a[1]/1000, a[NR]/1000}'
+}
+printf 'launch of %d ranks on %d hosts (%s), job: %s, %d interleaved runs, median (min-max)\n' \
+  "$np" "$hosts" "$spec" "${job[*]##*/}" "$runs"
+printf '  %-14s %s\n' "hvd cached" "$(stats "${t[cached]}")"
+printf '  %-14s %s\n' "hvd uncached" "$(stats "${t[uncached]}")"
+if ((${#mpi[@]})); then
+  printf '  %-14s %s\n' "mpirun" "$(stats "${t[mpirun]}")"
+else
+  echo "  mpirun         (Open MPI not installed: scripts/install-deps.sh --bench)"
+fi
