@@ -768,7 +768,9 @@ static void test_remote_one_session_per_host(void **state) {
     char path[512];
     snprintf(path, sizeof path, "%s/sessions", dir);
     char *sessions = read_file(path);
-    assert_string_equal(sessions, "hA\nhB\n");
+    /* one session each, in whichever order their ssh got going */
+    if (strcmp(sessions, "hA\nhB\n") != 0 && strcmp(sessions, "hB\nhA\n") != 0)
+        fail_msg("ssh sessions: %s", sessions);
     free(sessions);
     result_free(&r);
     fake_ssh_done(dir, old_path);
