@@ -106,7 +106,11 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
             while (hvd__workers_connecting(job.workers) >= MAX_CONNECTING && !job.stopping &&
                    !hvd__workers_interrupted(job.workers))
                 hvd__workers_step(job.workers, BUSY_TICK_MS);
-            st = hvd__workers_start_remote(job.workers, group, k, NULL, NULL);
+            hvd_ready_session_t *ready = NULL;
+            for (size_t j = 0; j < cfg->nready && !ready; j++)
+                if (!cfg->ready[j].taken && strcmp(cfg->ready[j].host, slot->host) == 0)
+                    ready = &cfg->ready[j];
+            st = hvd__workers_start_remote(job.workers, group, k, NULL, ready, NULL);
         }
         started[i] = 1;
         if (st != HVD_OK) {

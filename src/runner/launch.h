@@ -10,6 +10,7 @@
 #include "runner/env_list.h"
 #include "runner/hosts.h"
 #include "runner/ssh.h"
+#include "runner/workers.h"
 
 typedef struct {
     const hvd_slot_plan_t *plan;
@@ -24,6 +25,10 @@ typedef struct {
      * `ssh <ssh options> host '<remote_exe>' --internal-exec` with the rank's spec on ssh's
      * stdin (runner/remote_exec.h), to be run in cwd over there. */
     const unsigned char *remote;
+    /* Sessions to remote hosts opened before (NIC discovery's, runner/workers.h): a host's
+     * ranks start through its session when there is one. Those used are marked taken. */
+    hvd_ready_session_t *ready;
+    size_t nready;
     const hvd_ssh_opts_t *ssh;
     const char *remote_exe;
     const char *cwd;

@@ -293,11 +293,15 @@ static int join(const char *const *items, size_t n, const char *sep, char *out, 
  * for an hour per parameter set (np, hosts, ssh port and key, interfaces) unless
  * --disable-cache; failures never are. Interfaces given by name are used as given, as
  * Horovod does; given as networks (CIDR), discovery runs with them as its filter and each
- * rank finds its own interface in that network (HOROVOD_GLOO_IFACE holds the network). */
+ * rank finds its own interface in that network (HOROVOD_GLOO_IFACE holds the network).
+ * When discovery runs, its task services' ssh sessions are the ssh check (same retries, same
+ * words on failure), and with keep_p they go on to carry the launch: one ssh session per host
+ * for the whole start-up, as mpirun's one daemon per host. */
 static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh,
                                   const hvd_ssh_opts_t *ssh, const char *exe,
                                   const hvd_secret_t *secret, char *iface, size_t iface_size,
-                                  char *nics, size_t nics_size, char driver_ip[16]) {
+                                  char *nics, size_t nics_size, char driver_ip[16],
+                                  hvd_ready_session_t **keep_p, size_t *nkeep_p) {
     hvd_status_t st = HVD_OK;
     char all[8192], remote_list[8192];
     /* the host lists key the cache: a list too long to hold whole is not cached at all */
@@ -315,21 +319,24 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
         cache = NULL; /* no cache is no reason to fail the job */
     free(params);
 
-    if (cache && hvd__start_cache_get_ssh_ok(cache, remote_list, now)) {
-        if (s->verbose)
-            printf("SSH was successful into all the remote hosts (cached).\n");
-    } else {
-        st = hvd__ssh_check_hosts(ssh, jh->remote_names, jh->nremote, s->start_timeout, s->verbose,
-                                  STDOUT_FILENO, STDERR_FILENO);
-        if (st == HVD_OK && cache)
-            hvd__start_cache_put_ssh_ok(cache, remote_list, now);
-    }
     int by_network = 0;
     for (size_t i = 0; i < s->nic_count; i++)
         by_network |= strchr(s->nics[i], '/') != NULL;
-    if (st == HVD_OK && (s->nic_count == 0 || by_network)) {
-        hvd_disc_result_t r;
-        int have = cache && hvd__start_cache_get_discovery(cache, all, now, &r) == HVD_OK;
+    int discover = s->nic_count == 0 || by_network;
+    hvd_disc_result_t r;
+    int have = discover && cache && hvd__start_cache_get_discovery(cache, all, now, &r) == HVD_OK;
+    int ssh_ok = cache && hvd__start_cache_get_ssh_ok(cache, remote_list, now);
+    if (ssh_ok) {
+        if (s->verbose)
+            printf("SSH was successful into all the remote hosts (cached).\n");
+    } else if (!discover || have) {
+        st = hvd__ssh_check_hosts(ssh, jh->remote_names, jh->nremote, s->start_timeout, s->verbose,
+                                  STDOUT_FILENO, STDERR_FILENO);
+        ssh_ok = st == HVD_OK;
+        if (ssh_ok && cache)
+            hvd__start_cache_put_ssh_ok(cache, remote_list, now);
+    } /* else discovery's task services check ssh: one session per host instead of two */
+    if (st == HVD_OK && discover) {
         if (have && s->verbose)
             printf("Common interface found (cached): %s\n", r.nics[0]);
         if (!have) {
@@ -344,12 +351,17 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
                                              .timeout_s = s->start_timeout,
                                              .verbose = s->verbose,
                                              .out_fd = STDOUT_FILENO,
-                                             .err_fd = STDERR_FILENO};
+                                             .err_fd = STDERR_FILENO,
+                                             .keep_p = keep_p,
+                                             .nkeep_p = nkeep_p,
+                                             .ssh_check = !ssh_ok};
             fflush(stdout);
             st = hvd__nic_discovery_run(&dc, &r);
             have = st == HVD_OK;
             if (have && cache)
                 hvd__start_cache_put_discovery(cache, all, &r, now);
+            if (have && cache && !ssh_ok)
+                hvd__start_cache_put_ssh_ok(cache, remote_list, now);
         }
         if (have) {
             /* deterministic (Horovod took an arbitrary element of a set) */
@@ -456,6 +468,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                           .identity = s->ssh_identity_file,
                           .connect_timeout_s = s->start_timeout};
     hvd_secret_t secret;
+    hvd_ready_session_t *ready = NULL; /* discovery's ssh sessions, for the launch */
+    size_t nready = 0;
     st = hvd__secret_generate(&secret);
     if (st == HVD_OK && (jh.nremote || s->elastic)) {
         /* remote hosts run this very program, found at the same path there (an elastic job
@@ -466,12 +480,14 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         if (!getcwd(cwd, sizeof cwd))
             snprintf(cwd, sizeof cwd, ".");
         fflush(stdout);
+        /* a static launch starts each host's ranks through discovery's ssh session */
         if (jh.nremote)
             st = remote_checks(s, &jh, &ssh, exe, &secret, iface, sizeof iface, nics, sizeof nics,
-                               driver_ip);
+                               driver_ip, mpi || s->elastic ? NULL : &ready, &nready);
     }
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        hvd__ready_sessions_end(ready, nready);
         hvd__secret_wipe(&secret);
         job_hosts_fini(&jh);
         return EXIT_LAUNCH;
@@ -523,6 +539,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                   .verbose = s->verbose,
                                   .kill_grace_ms = KILL_GRACE_MS,
                                   .remote = jh.nremote ? jh.slot_remote : NULL,
+                                  .ready = ready,
+                                  .nready = nready,
                                   .ssh = &ssh,
                                   .remote_exe = exe,
                                   .cwd = cwd,
@@ -535,6 +553,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         code = EXIT_LAUNCH;
     }
+    hvd__ready_sessions_end(ready, nready);
     hvd__env_list_fini(&exports);
     hvd__kv_server_stop(server);
     hvd__secret_wipe(&secret);

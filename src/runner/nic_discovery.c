@@ -27,7 +27,10 @@ extern char **environ;
 typedef struct {
     const char *host;
     hvd_spawn_t proc;
+    int in_fd; /* our write end of its stdin, when it may be kept for the launch */
     int started, reaped;
+    int attempts;     /* ssh attempts so far (cfg->ssh_check) */
+    int64_t retry_at; /* when to start it again after ssh failed; 0: not waiting */
     char tail[TAIL_CAP];
     size_t tail_len;
 } task_t;
@@ -35,7 +38,11 @@ typedef struct {
 typedef struct {
     const hvd_nic_discovery_config_t *cfg;
     task_t *tasks;
+    hvd_driver_t *d;
+    int64_t deadline;
 } run_t;
+
+static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i);
 
 static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(int fd, const char *fmt, ...) {
@@ -75,11 +82,38 @@ static void poll_task(task_t *t) {
         t->reaped = 1;
 }
 
+/* With cfg->ssh_check, ssh failing to reach a host (its exit code 255) is retried as the ssh
+ * check retries it; 1 when the task was set to start again. */
+static int retry_ssh(run_t *r, task_t *t, int status) {
+    int64_t now = hvd__clock_now_ms();
+    if (!r->cfg->ssh_check || hvd__spawn_exit_code(status) != 255 ||
+        t->attempts >= HVD_SSH_CHECK_ATTEMPTS ||
+        hvd__ssh_failure_is_permanent(t->tail, t->tail_len) ||
+        now + HVD_SSH_RETRY_PAUSE_MS >= r->deadline)
+        return 0;
+    hvd__spawn_close(&t->proc);
+    if (t->in_fd >= 0)
+        close(t->in_fd);
+    t->in_fd = -1;
+    t->started = t->reaped = 0;
+    t->retry_at = now + HVD_SSH_RETRY_PAUSE_MS;
+    return 1;
+}
+
 /* hvd__driver_wait's check: a task that ended badly ends the wait, naming its host. */
 static int check_tasks(void *arg, char *msg, size_t size) {
     run_t *r = arg;
     for (size_t i = 0; i < r->cfg->count; i++) {
         task_t *t = &r->tasks[i];
+        if (t->retry_at) {
+            if (hvd__clock_now_ms() < t->retry_at)
+                continue;
+            t->retry_at = 0;
+            if (start_task(r, r->d, i) != HVD_OK) {
+                snprintf(msg, size, "%s", hvd_last_error());
+                return 1;
+            }
+        }
         poll_task(t);
         if (!t->proc.reported && !t->reaped)
             continue;
@@ -88,6 +122,16 @@ static int check_tasks(void *arg, char *msg, size_t size) {
             continue;
         drain(t, &t->proc.out_fd);
         drain(t, &t->proc.err_fd);
+        if (retry_ssh(r, t, status))
+            continue;
+        if (r->cfg->ssh_check && hvd__spawn_exit_code(status) == 255) {
+            /* as the separate ssh check would have said it */
+            hvd__ssh_say_failure(r->cfg->err_fd, t->host, t->tail, t->tail_len);
+            snprintf(msg, size,
+                     "could not connect to some hosts via ssh: %s (ssh's own words are above)",
+                     t->host);
+            return 1;
+        }
         char what[96], line[512];
         hvd__spawn_describe_status(status, what, sizeof what);
         hvd__capture_last_line(t->tail, t->tail_len, line, sizeof line);
@@ -124,8 +168,12 @@ static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i) {
         say(cfg->out_fd, "Launching horovod task function: %s\n", line);
     }
     if (st == HVD_OK) {
+        t->tail_len = 0; /* what a failed ssh attempt said is replaced by this one's */
+        t->attempts++;
         sc.stdin_data = blob;
         sc.stdin_len = len;
+        if (cfg->keep_p && cfg->remote[i])
+            sc.stdin_writer_p = &t->in_fd;
         st = hvd__spawn_start(&sc, &t->proc);
         t->started = st == HVD_OK;
     }
@@ -137,32 +185,87 @@ static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i) {
     return HVD_OK;
 }
 
-/* Stop every task still running and reap them all, within TASK_END_MS. */
-static void end_tasks(run_t *r) {
-    for (size_t i = 0; i < r->cfg->count; i++)
-        if (r->tasks[i].started)
-            hvd__spawn_stop(&r->tasks[i].proc);
+/* Stop every process still running and reap them all, within TASK_END_MS. */
+static void end_procs(hvd_spawn_t **procs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        hvd__spawn_stop(procs[i]);
     int64_t kill_at = hvd__clock_now_ms() + TASK_GRACE_MS + 1000;
     int64_t give_up = hvd__clock_now_ms() + TASK_END_MS;
     for (;;) {
         size_t left = 0;
-        for (size_t i = 0; i < r->cfg->count; i++) {
-            task_t *t = &r->tasks[i];
-            if (!t->started || t->reaped)
+        for (size_t i = 0; i < n; i++) {
+            if (procs[i]->reaped)
                 continue;
-            poll_task(t);
-            if (!t->reaped) {
+            if (procs[i]->ctl_fd >= 0 && !procs[i]->ctl_eof)
+                hvd__spawn_read_report(procs[i]);
+            if (!hvd__spawn_reap(procs[i])) {
                 left++;
                 if (hvd__clock_now_ms() >= kill_at)
-                    hvd__spawn_kill(&t->proc);
+                    hvd__spawn_kill(procs[i]);
             }
         }
         if (left == 0 || hvd__clock_now_ms() >= give_up)
             break;
         hvd__clock_sleep_ms(20);
     }
-    for (size_t i = 0; i < r->cfg->count; i++)
-        hvd__spawn_close(&r->tasks[i].proc);
+    for (size_t i = 0; i < n; i++)
+        hvd__spawn_close(procs[i]);
+}
+
+/* After a successful discovery, hand the remote tasks that still run to the caller (they go
+ * on as their host's supervisor); end the others. */
+static void end_or_keep_tasks(run_t *r, int keep) {
+    const hvd_nic_discovery_config_t *cfg = r->cfg;
+    hvd_spawn_t **procs = calloc(cfg->count, sizeof *procs);
+    hvd_ready_session_t *kept = keep ? calloc(cfg->count, sizeof *kept) : NULL;
+    size_t n = 0, nkept = 0;
+    for (size_t i = 0; procs && i < cfg->count; i++) {
+        task_t *t = &r->tasks[i];
+        if (!t->started)
+            continue;
+        poll_task(t);
+        if (kept && cfg->remote[i] && t->in_fd >= 0 && !t->proc.reported && !t->reaped) {
+            kept[nkept++] =
+                (hvd_ready_session_t){.host = t->host, .proc = t->proc, .in_fd = t->in_fd};
+            continue;
+        }
+        if (t->in_fd >= 0)
+            close(t->in_fd);
+        t->in_fd = -1;
+        procs[n++] = &t->proc;
+    }
+    if (!procs) { /* out of memory: still end them, one by one */
+        for (size_t i = 0; i < cfg->count; i++) {
+            hvd_spawn_t *p = &r->tasks[i].proc;
+            if (r->tasks[i].started)
+                end_procs(&p, 1);
+        }
+    } else {
+        end_procs(procs, n);
+    }
+    free(procs);
+    if (keep) { /* none kept (out of memory) only means the launch opens its own sessions */
+        *cfg->keep_p = kept;
+        *cfg->nkeep_p = nkept;
+    }
+}
+
+void hvd__ready_sessions_end(hvd_ready_session_t *sessions, size_t n) {
+    hvd_spawn_t **procs = calloc(n ? n : 1, sizeof *procs);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sessions[i].taken)
+            continue;
+        if (sessions[i].in_fd >= 0)
+            close(sessions[i].in_fd);
+        if (procs)
+            procs[k++] = &sessions[i].proc;
+        else
+            end_procs((hvd_spawn_t *[]){&sessions[i].proc}, 1);
+    }
+    end_procs(procs, k);
+    free(procs);
+    free(sessions);
 }
 
 hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
@@ -195,8 +298,13 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     }
     int64_t deadline = hvd__clock_now_ms() + (int64_t)cfg->timeout_s * 1000;
+    r.d = d;
+    r.deadline = deadline;
+    if (cfg->ssh_check && cfg->verbose)
+        say(cfg->out_fd, "Checking ssh on all remote hosts (by starting their task services).\n");
     for (size_t i = 0; i < cfg->count; i++) {
         r.tasks[i].host = cfg->hosts[i];
+        r.tasks[i].in_fd = -1;
         r.tasks[i].proc.out_fd = r.tasks[i].proc.err_fd = r.tasks[i].proc.ctl_fd = -1;
     }
     for (size_t i = 0; i < cfg->count && st == HVD_OK; i++)
@@ -206,13 +314,15 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
             say(cfg->out_fd, "Attempted to launch horovod task servers.\n"
                              "Waiting for the hosts to acknowledge.\n");
         st = hvd__driver_wait(d, deadline, check_tasks, &r, result_p);
+        if (st == HVD_OK && cfg->ssh_check && cfg->verbose)
+            say(cfg->out_fd, "SSH was successful into all the remote hosts.\n");
         if (st != HVD_OK && st != HVD_ERR_PEER_LOST && *hvd__driver_message(d)) {
             /* the whole matrix (the last error keeps only its first KiB) */
             say(cfg->err_fd, "horovodrun: %s\n", hvd__driver_message(d));
             hvd__error_set(st, "NIC discovery failed (what each host reached is above)");
         }
     }
-    end_tasks(&r);
+    end_or_keep_tasks(&r, st == HVD_OK && cfg->keep_p);
     free(r.tasks);
     hvd__driver_stop(d);
     if (st == HVD_OK && cfg->verbose) {

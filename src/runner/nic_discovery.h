@@ -15,6 +15,7 @@
 #include "crypto/secret.h"
 #include "runner/discovery.h"
 #include "runner/ssh.h"
+#include "runner/workers.h"
 
 #include <stddef.h>
 
@@ -33,6 +34,16 @@ typedef struct {
     int timeout_s; /* --start-timeout */
     int verbose;   /* Horovod's progress lines, and each task's command, to out_fd */
     int out_fd, err_fd;
+    /* When set, a successful discovery keeps the remote hosts' tasks running and hands them
+     * over here (malloc'd; end with hvd__ready_sessions_end): each goes on as its host's
+     * supervisor, so the launch reuses its ssh session instead of opening another. */
+    hvd_ready_session_t **keep_p;
+    size_t *nkeep_p;
+    /* The task services' ssh sessions stand for the ssh check (hvd__ssh_check_hosts), which
+     * then need not open sessions of its own: ssh failing to reach a host is retried as the
+     * check retries it, and reported in the check's words ("ssh not successful for host H:"
+     * and ssh's output to err_fd, the error "could not connect to some hosts via ssh: H"). */
+    int ssh_check;
 } hvd_nic_discovery_config_t;
 
 /* Run discovery; *result_p on success (hvd__disc_result_fini). Statuses as
@@ -40,5 +51,9 @@ typedef struct {
  * timeout_s plus a few seconds to end the tasks. */
 hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                                     hvd_disc_result_t *result_p);
+
+/* End the kept sessions a launch did not take (bounded: stop, grace, kill), close their fds and
+ * free the array. NULL is a no-op. */
+void hvd__ready_sessions_end(hvd_ready_session_t *sessions, size_t n);
 
 #endif

@@ -51,6 +51,9 @@ typedef struct {
 
 /* ---- reading the spec ------------------------------------------------------------------- */
 
+/* NOTHING_ASKED when the input ends before its first byte: nothing was asked of us (a task
+ * service that went on waiting for ranks the launcher then did not send). */
+#define NOTHING_ASKED HVD_ERR_SHUT_DOWN
 static hvd_status_t read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline) {
     for (size_t off = 0; off < len;) {
         int64_t left = deadline - hvd__clock_now_ms();
@@ -64,6 +67,8 @@ static hvd_status_t read_exact(int fd, uint8_t *buf, size_t len, int64_t deadlin
         ssize_t n = read(fd, buf + off, len - off);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
+        if (n == 0 && off == 0)
+            return NOTHING_ASKED;
         if (n <= 0)
             return hvd__error_set(HVD_ERR_IO, "the launcher's input ended before the command "
                                               "was complete");
@@ -85,6 +90,9 @@ static hvd_status_t read_spec(hvd_exec_spec_t *spec) {
     if (!payload)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading the command");
     st = read_exact(0, payload, len, deadline);
+    if (st == NOTHING_ASKED) /* after a header it is a truncated spec */
+        st = hvd__error_set(HVD_ERR_IO, "the launcher's input ended before the command was "
+                                        "complete");
     if (st == HVD_OK)
         st = hvd__exec_spec_decode(payload, len, spec);
     explicit_bzero(payload, len);
@@ -310,21 +318,24 @@ static void name_host(sup_t *s, const hvd_exec_spec_t *spec) {
 }
 
 int hvd__remote_exec_main(void) {
-    sigset_t mask;
-    hvd__spawn_launcher_signals(&mask);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     static sup_t sup;
     sup_t *s = &sup;
     snprintf(s->host, sizeof s->host, "?");
     gethostname(s->host, sizeof s->host - 1);
 
+    /* Until there are ranks to look after, a signal simply ends us. */
     hvd_exec_spec_t spec;
     hvd_status_t st = read_spec(&spec);
+    if (st == NOTHING_ASKED)
+        return 0;
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun (on %s): %s\n", s->host, hvd_last_error());
         return 126;
     }
+    sigset_t mask;
+    hvd__spawn_launcher_signals(&mask);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
     name_host(s, &spec);
     s->n = spec.nranks;
     s->grace_ms = spec.grace_ms ? (int)spec.grace_ms : HVD_SPAWN_DEFAULT_GRACE_MS;

@@ -20,7 +20,6 @@ extern char **environ;
 
 /* What the check keeps of each attempt's output (the end of it matters: ssh's reason). */
 #define OUTPUT_CAP 4096
-#define RETRY_PAUSE_MS 300
 
 size_t hvd__shell_quote(const char *s, char *out, size_t out_size) {
     size_t n = 0;
@@ -212,11 +211,19 @@ static void read_output(probe_t *p) {
     }
 }
 
-/* Failures that another attempt cannot fix. */
-static int permanent(const probe_t *p) {
-    return memmem(p->out, p->out_len, "Permission denied", 17) ||
-           memmem(p->out, p->out_len, "Could not resolve hostname", 26) ||
-           memmem(p->out, p->out_len, "Host key verification failed", 28);
+int hvd__ssh_failure_is_permanent(const char *out, size_t len) {
+    return memmem(out, len, "Permission denied", 17) ||
+           memmem(out, len, "Could not resolve hostname", 26) ||
+           memmem(out, len, "Host key verification failed", 28);
+}
+
+void hvd__ssh_say_failure(int fd, const char *host, const char *out, size_t len) {
+    say(fd, "ssh not successful for host %s:\n%.*s%s%s", host, (int)len, out,
+        len && out[len - 1] != '\n' ? "\n" : "",
+        memmem(out, len, "Permission denied", 17)
+            ? "(horovodrun runs ssh with BatchMode=yes: key authentication must work "
+              "without a prompt, for the user and with -i/-p if given)\n"
+            : "");
 }
 
 static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline, int verbose,
@@ -235,8 +242,10 @@ static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline
             say(out_fd, "ssh to %s: ok (%.2f s)\n", p->host, (double)(now - p->start_ms) / 1e3);
         return;
     }
-    if (p->attempts < HVD_SSH_CHECK_ATTEMPTS && !permanent(p) && now + RETRY_PAUSE_MS < deadline) {
-        p->retry_at_ms = now + RETRY_PAUSE_MS;
+    if (p->attempts < HVD_SSH_CHECK_ATTEMPTS &&
+        !hvd__ssh_failure_is_permanent(p->out, p->out_len) &&
+        now + HVD_SSH_RETRY_PAUSE_MS < deadline) {
+        p->retry_at_ms = now + HVD_SSH_RETRY_PAUSE_MS;
         return;
     }
     p->done = 1;
@@ -328,12 +337,7 @@ hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const 
             probe_t *p = &probes[i];
             if (p->ok)
                 continue;
-            say(err_fd, "ssh not successful for host %s:\n%.*s%s%s", p->host, (int)p->out_len,
-                p->out, p->out_len && p->out[p->out_len - 1] != '\n' ? "\n" : "",
-                memmem(p->out, p->out_len, "Permission denied", 17)
-                    ? "(horovodrun runs ssh with BatchMode=yes: key authentication must work "
-                      "without a prompt, for the user and with -i/-p if given)\n"
-                    : "");
+            hvd__ssh_say_failure(err_fd, p->host, p->out, p->out_len);
             int n = snprintf(failed + used, sizeof failed - used, "%s%s", nf ? ", " : "", p->host);
             if (n > 0 && (size_t)n < sizeof failed - used)
                 used += (size_t)n;

@@ -19,6 +19,8 @@
 /* The reachability check: attempts per host (Horovod's 5) and each one's connect timeout. */
 #define HVD_SSH_CHECK_ATTEMPTS 5
 #define HVD_SSH_CHECK_CONNECT_S 10
+/* Pause before another attempt. */
+#define HVD_SSH_RETRY_PAUSE_MS 300
 
 typedef struct {
     int port;              /* -p; 0: ssh's default */
@@ -46,6 +48,12 @@ size_t hvd__shell_quote(const char *s, char *out, size_t out_size);
  * all within timeout_s. verbose prints Horovod's progress lines and one line per host with
  * its time to out_fd. On failure every failed host's ssh output is written to err_fd as
  * "ssh not successful for host H:\n<output>", and the error is HVD_ERR_IO naming the hosts. */
+/* Whether ssh's output (its own words) shows a failure that another attempt cannot fix: a
+ * refused key, an unknown host name, a changed host key. */
+int hvd__ssh_failure_is_permanent(const char *out, size_t len);
+/* "ssh not successful for host H:" and ssh's output to fd, with a hint for a refused key. */
+void hvd__ssh_say_failure(int fd, const char *host, const char *out, size_t len);
+
 hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const *hosts,
                                   size_t count, int timeout_s, int verbose, int out_fd, int err_fd);
 

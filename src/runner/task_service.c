@@ -10,6 +10,7 @@
 #include "runner/discovery_msg.h"
 #include "runner/host_hash.h"
 #include "runner/nic_filter.h"
+#include "runner/remote_exec.h"
 #include "wire/service.h"
 
 #include <errno.h>
@@ -127,6 +128,7 @@ typedef struct {
     hvd_disc_input_t in;
     hvd_nic_filter_t filter;
     int64_t deadline_ms;
+    int launcher_fd;  /* our input from the launcher (its end means the launcher is gone), or -1 */
     hvd_netif_t *own; /* every IPv4 address of this host */
     size_t own_count;
     const char *driver_addr; /* the one registered through */
@@ -243,7 +245,16 @@ static hvd_status_t poll_pause(const task_t *t) {
         hvd__error_clear();
         return HVD_ERR_TIMEOUT;
     }
-    hvd__clock_sleep_ms(POLL_MS);
+    if (t->launcher_fd < 0) {
+        hvd__clock_sleep_ms(POLL_MS);
+        return HVD_OK;
+    }
+    /* Sleep watching the input for its end (without reading it: what comes on it after the
+     * blob is the launch's spec): a launcher that gave up, or died, ends us now rather than
+     * at the deadline. */
+    struct pollfd p = {.fd = t->launcher_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, POLL_MS) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+        return hvd__error_set(HVD_ERR_PEER_LOST, "the launcher is gone (this task's input ended)");
     return HVD_OK;
 }
 
@@ -435,7 +446,7 @@ out_free:
     return st;
 }
 
-hvd_status_t hvd__task_service_run(const uint8_t *buf, size_t len) {
+static hvd_status_t run_blob(const uint8_t *buf, size_t len, int launcher_fd) {
     size_t body_len = 0;
     if (len < HVD_DISC_INPUT_HEAD_LEN)
         return hvd__error_set(HVD_ERR_PROTOCOL, "the task input is truncated (%zu bytes)", len);
@@ -451,6 +462,7 @@ hvd_status_t hvd__task_service_run(const uint8_t *buf, size_t len) {
     st = hvd__disc_input_body_decode(buf + HVD_DISC_INPUT_HEAD_LEN, body_len, &t->in);
     if (st == HVD_OK) {
         t->deadline_ms = hvd__clock_deadline_ms((int64_t)t->in.timeout_s * 1000);
+        t->launcher_fd = launcher_fd;
         t->resp = malloc(HVD_SVC_MAX_BODY);
         st = t->resp ? run_task(t) : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         if (st != HVD_OK)
@@ -462,6 +474,10 @@ hvd_status_t hvd__task_service_run(const uint8_t *buf, size_t len) {
     explicit_bzero(t, sizeof *t);
     free(t);
     return st;
+}
+
+hvd_status_t hvd__task_service_run(const uint8_t *buf, size_t len) {
+    return run_blob(buf, len, -1);
 }
 
 /* Read exactly len bytes from fd before deadline. */
@@ -506,11 +522,14 @@ int hvd__task_service_main(void) {
     if (st == HVD_OK)
         st = read_input(STDIN_FILENO, buf + HVD_DISC_INPUT_HEAD_LEN, body, deadline);
     if (st == HVD_OK)
-        st = hvd__task_service_run(buf, HVD_DISC_INPUT_HEAD_LEN + body);
+        st = run_blob(buf, HVD_DISC_INPUT_HEAD_LEN + body, STDIN_FILENO);
     hvd__disc_input_free(buf, HVD_DISC_INPUT_HEAD_LEN + HVD_DISC_INPUT_MAX_BODY);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun --internal-task-service: %s\n", hvd_last_error());
         return 1;
     }
-    return 0;
+    /* Discovery is done. The launcher may now send the spec of this host's ranks on the same
+     * input: the ssh session that carried discovery carries the ranks too (one session per
+     * host). If it sends nothing, the end of the input ends us quietly. */
+    return hvd__remote_exec_main();
 }

@@ -33,8 +33,10 @@
 hvd_status_t hvd__task_service_run(const uint8_t *buf, size_t len);
 
 /* The task program: read the blob from stdin (bounded size, HVD_TASK_INPUT_TIMEOUT_S), run
- * it, and return the exit code: 0 on success, else 1 after writing one line to stderr
- * saying what failed. */
+ * it, and return the exit code: 1 after writing one line to stderr saying what failed. On
+ * success it goes on as the host's supervisor (runner/remote_exec.h) on the same input and
+ * output, so that the launcher can start the host's ranks through the ssh session discovery
+ * already opened; the input ending first ends it with 0. */
 int hvd__task_service_main(void);
 
 #endif

@@ -12,6 +12,8 @@
 #include "wire/le.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -939,13 +941,56 @@ static hvd_status_t session_command_line(const hvd_workers_t *w, session_t *s, w
     return st;
 }
 
+/* Write the spec into a ready session's pipe, made large enough first; ssh forwards it as
+ * fast as the network takes it, so this waits at most SPEC_SEND_MS. */
+#define SPEC_SEND_MS 5000
+static hvd_status_t send_spec(const session_t *s, const uint8_t *spec, size_t len) {
+    if (len > 65536)
+        (void)fcntl(s->in_fd, F_SETPIPE_SZ, (int)len); /* best effort: else it waits below */
+    int64_t deadline = hvd__clock_now_ms() + SPEC_SEND_MS;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(s->in_fd, spec + off, len - off);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        int64_t left = deadline - hvd__clock_now_ms();
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN && left > 0) {
+            struct pollfd p = {.fd = s->in_fd, .events = POLLOUT};
+            poll(&p, 1, (int)left);
+            continue;
+        }
+        return hvd__error_set(HVD_ERR_IO,
+                              "cannot send the ranks' spec through the ssh session "
+                              "to %s: %s",
+                              s->host, n < 0 ? strerror(errno) : "its input is full");
+    }
+    return HVD_OK;
+}
+
+/* Whether a session opened before the launch can still take the host's ranks. */
+static int usable(hvd_ready_session_t *ready) {
+    if (!ready || ready->taken || ready->in_fd < 0)
+        return 0;
+    if (ready->proc.ctl_fd >= 0 && !ready->proc.ctl_eof)
+        hvd__spawn_read_report(&ready->proc);
+    return !ready->proc.reported && !hvd__spawn_reap(&ready->proc);
+}
+
 static hvd_status_t start_session(hvd_workers_t *w, session_t *s, worker_t **rs, size_t si,
-                                  const hvd_env_list_t *extra) {
+                                  const hvd_env_list_t *extra, hvd_ready_session_t *ready) {
     char **ssh_argv = NULL;
     uint8_t *spec = NULL;
     size_t spec_len = 0;
     hvd_status_t st = session_command_line(w, s, rs, extra, &ssh_argv, &spec, &spec_len);
-    if (st == HVD_OK) {
+    if (st == HVD_OK && usable(ready)) {
+        s->proc = ready->proc;
+        s->in_fd = ready->in_fd;
+        ready->taken = 1;
+    } else if (st == HVD_OK) {
         /* ssh itself runs with horovodrun's environment; the workers' go in the spec */
         hvd_spawn_config_t sc = {.argv = ssh_argv,
                                  .envp = environ,
@@ -955,20 +1000,23 @@ static hvd_status_t start_session(hvd_workers_t *w, session_t *s, worker_t **rs,
                                  .stdin_len = spec_len,
                                  .stdin_writer_p = &s->in_fd};
         st = hvd__spawn_start(&sc, &s->proc);
+        ready = NULL;
     }
+    if (st == HVD_OK) {
+        w->sessions_live++;
+        w->connecting++;
+        if (!watch_proc(w, &s->proc, si, EV_S_OUT, &s->out_open, &s->err_open, &s->ctl_open))
+            st = hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of the ssh session to %s: %s",
+                                s->host, strerror(errno));
+    }
+    if (st == HVD_OK && ready)
+        st = send_spec(s, spec, spec_len);
     if (spec) {
         explicit_bzero(spec, spec_len);
         free(spec);
     }
     hvd__ssh_argv_free(ssh_argv);
-    if (st != HVD_OK)
-        return st;
-    w->sessions_live++;
-    w->connecting++;
-    if (watch_proc(w, &s->proc, si, EV_S_OUT, &s->out_open, &s->err_open, &s->ctl_open))
-        return HVD_OK;
-    return hvd__error_set(HVD_ERR_IO, "cannot watch the pipes of the ssh session to %s: %s",
-                          s->host, strerror(errno));
+    return st;
 }
 
 static hvd_status_t room_for(hvd_workers_t *w, const hvd_slot_t *slot, size_t n) {
@@ -987,7 +1035,8 @@ static hvd_status_t open_files(const hvd_workers_t *w, worker_t *r) {
 }
 
 hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots, size_t n,
-                                       const hvd_env_list_t *extra, size_t *ids) {
+                                       const hvd_env_list_t *extra, hvd_ready_session_t *ready,
+                                       size_t *ids) {
     if (n == 0 || n > HVD_EXEC_MAX_RANKS)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot start %zu ranks on one host at once", n);
     hvd_status_t st = room_for(w, &slots[0], n);
@@ -1022,7 +1071,7 @@ hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots
         }
     }
     if (st == HVD_OK)
-        st = start_session(w, s, rs, w->ns, extra);
+        st = start_session(w, s, rs, w->ns, extra, ready);
     if (st != HVD_OK && (!s || !s->proc.pid)) {
         for (size_t k = 0; k < n && rs; k++)
             worker_free(rs[k]);
@@ -1049,7 +1098,7 @@ hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots
 hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
                                 const hvd_env_list_t *extra, size_t *id_p) {
     if (remote)
-        return hvd__workers_start_remote(w, slot, 1, extra, id_p);
+        return hvd__workers_start_remote(w, slot, 1, extra, NULL, id_p);
     hvd_status_t st = room_for(w, slot, 1);
     if (st != HVD_OK)
         return st;

@@ -14,12 +14,24 @@
 #define HVD_RUNNER_WORKERS_H
 #include <hvd/types.h>
 #include "crypto/secret.h"
+#include "os/spawn.h"
 #include "runner/env_list.h"
 #include "runner/hosts.h"
 #include "runner/ssh.h"
 #include <stddef.h>
 
 typedef struct hvd_workers hvd_workers_t;
+
+/* An ssh session to a remote host opened before the launch: NIC discovery's task service,
+ * which goes on as that host's supervisor once discovery is done (task_service.h). proc is
+ * ssh under a middleman, in_fd our write end of its stdin. A start that uses it sets taken
+ * (the pool owns it from then on); the owner ends the others. */
+typedef struct {
+    const char *host;
+    hvd_spawn_t proc;
+    int in_fd;
+    int taken;
+} hvd_ready_session_t;
 
 /* A worker's command ended (raw wait status as os/spawn.h gives it). stopped: the pool was
  * asked to stop or kill it, so its end is not a failure of its own. */
@@ -65,11 +77,14 @@ void hvd__workers_destroy(hvd_workers_t *w);
  * block. */
 hvd_status_t hvd__workers_start(hvd_workers_t *w, const hvd_slot_t *slot, int remote,
                                 const hvd_env_list_t *extra, size_t *id_p);
-/* Start n workers on one remote host (slots[*].host, all the same) through one ssh session;
- * ids[k]: the id of slots[k]'s worker. Otherwise as hvd__workers_start. Does not block: the
- * session connects while the loop runs (hvd__workers_connecting). */
+/* Start n workers on one remote host (slots[*].host, all the same) through one ssh session:
+ * ready's when given and still running (it is then marked taken), else a new one. ids[k]
+ * (may be NULL): the id of slots[k]'s worker. Otherwise as hvd__workers_start. Does not block
+ * (beyond writing the spec into ready's pipe): a new session connects while the loop runs
+ * (hvd__workers_connecting). */
 hvd_status_t hvd__workers_start_remote(hvd_workers_t *w, const hvd_slot_t *slots, size_t n,
-                                       const hvd_env_list_t *extra, size_t *ids);
+                                       const hvd_env_list_t *extra, hvd_ready_session_t *ready,
+                                       size_t *ids);
 /* Sessions started that have not yet answered (their ssh is still connecting). */
 size_t hvd__workers_connecting(const hvd_workers_t *w);
 /* Ask a worker to end (SIGTERM to its tree, grace, SIGKILL); its end is reported with

@@ -56,14 +56,15 @@ for p in $(netns_bed_procs) $(pgrep -f horovodrun || true); do
   fi
 done
 # one supervisor per remote host (reached through one ssh session), whatever its number of
-# ranks: a `horovodrun --internal-exec` whose parent is not one (the ranks' middlemen are
-# forks of the supervisor and show its command line)
+# ranks: a `horovodrun --internal-exec` (or the NIC discovery's task service, which goes on
+# as the supervisor) whose parent is not one (the ranks' middlemen are forks of the
+# supervisor and show its command line)
 supervisors() {
-  local n=0 p pp
+  local n=0 p pp sup='--internal-(exec|task-service)'
   for p in $(ip netns pids "${HVD_NETBED_PREFIX}h$1" 2>/dev/null); do
-    grep -q -- --internal-exec "/proc/$p/cmdline" 2>/dev/null || continue
+    grep -qE -- "$sup" "/proc/$p/cmdline" 2>/dev/null || continue
     pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
-    grep -q -- --internal-exec "/proc/$pp/cmdline" 2>/dev/null || n=$((n + 1))
+    grep -qE -- "$sup" "/proc/$pp/cmdline" 2>/dev/null || n=$((n + 1))
   done
   echo "$n"
 }

@@ -199,6 +199,10 @@ static child_t spawn_task_program(void) {
         close(in[1]);
         close(err[0]);
         close(err[1]);
+        /* not the other children's pipes: a successful task goes on reading its stdin (for a
+         * launch spec) until it ends, and that end must be ours alone */
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
         _exit(hvd__task_service_main());
     }
     close(in[0]);
