@@ -6,23 +6,26 @@
 #   hvd uncached  horovodrun --disable-cache (ssh check of every host and NIC discovery)
 #   mpirun        Open MPI's mpirun of the same job (one orted per host, over the same ssh)
 # The job is `true` by default, or examples/hello (every rank through hvd_init) with --init.
+# --baseline DIR adds the same two hvd rows for another build (e.g. an older commit's).
 #
-# Usage: tools/bench_launch_hosts.sh [--build DIR] [--hosts 4] [--slots 2] [--runs 10] [--init]
+# Usage: tools/bench_launch_hosts.sh [--build DIR] [--baseline DIR] [--hosts 4] [--slots 2]
+#          [--runs 10] [--init]
 # Needs root, iproute2, openssh (scripts/install-deps.sh) and, for the mpirun column, Open MPI
 # (scripts/install-deps.sh --bench). A benchmark, not a test.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${here%/tools}
-build=$root/build hosts=4 slots=2 runs=10 init=0
+build=$root/build base="" hosts=4 slots=2 runs=10 init=0
 while (($#)); do
   case $1 in
     --build) build=$(cd "${2:?}" && pwd); shift ;;
+    --baseline) base=$(cd "${2:?}" && pwd); shift ;;
     --hosts) hosts=${2:?}; shift ;;
     --slots) slots=${2:?}; shift ;;
     --runs) runs=${2:?}; shift ;;
     --init) init=1 ;;
-    -h | --help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench_launch_hosts: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -62,11 +65,17 @@ if command -v mpirun.openmpi >/dev/null; then
   mpi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" -H "$spec")
 fi
 
+old=()
+[[ -n $base ]] && old=("$base/horovodrun" -np "$np" -H "$spec")
 on_h1 "${hvd[@]}" "${job[@]}" >/dev/null # fills the cache, warms the page cache
 declare -A t=()
 for ((r = 0; r < runs; r++)); do
   t[cached]+=" $(on_h1 "${hvd[@]}" "${job[@]}")"
   t[uncached]+=" $(on_h1 "${hvd[@]:0:1}" --disable-cache "${hvd[@]:1}" "${job[@]}")"
+  if ((${#old[@]})); then
+    t[base_cached]+=" $(on_h1 "${old[@]}" "${job[@]}")"
+    t[base_uncached]+=" $(on_h1 "${old[@]:0:1}" --disable-cache "${old[@]:1}" "${job[@]}")"
+  fi
   ((${#mpi[@]})) && t[mpirun]+=" $(on_h1 "${mpi[@]}" "${job[@]}")"
 done
 
@@ -79,6 +88,10 @@ printf 'launch of %d ranks on %d hosts (%s), job: %s, %d interleaved runs, media
   "$np" "$hosts" "$spec" "${job[*]##*/}" "$runs"
 printf '  %-14s %s\n' "hvd cached" "$(stats "${t[cached]}")"
 printf '  %-14s %s\n' "hvd uncached" "$(stats "${t[uncached]}")"
+if ((${#old[@]})); then
+  printf '  %-14s %s\n' "base cached" "$(stats "${t[base_cached]}")"
+  printf '  %-14s %s\n' "base uncached" "$(stats "${t[base_uncached]}")"
+fi
 if ((${#mpi[@]})); then
   printf '  %-14s %s\n' "mpirun" "$(stats "${t[mpirun]}")"
 else

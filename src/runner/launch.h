@@ -21,9 +21,10 @@ typedef struct {
     int prefix_timestamp;          /* --prefix-output-with-timestamp */
     int verbose;                   /* print each worker's command (never the secret) */
     int kill_grace_ms;             /* SIGTERM -> SIGKILL grace period; <= 0: 5000 */
-    /* Remote slots (NULL: every slot is on this host): remote[i] != 0 starts slot i as
-     * `ssh <ssh options> host '<remote_exe>' --internal-exec` with the rank's spec on ssh's
-     * stdin (runner/remote_exec.h), to be run in cwd over there. */
+    /* Remote slots (NULL: every slot is on this host): remote[i] != 0 starts slot i on its
+     * host through that host's one ssh session, `ssh <ssh options> host '<remote_exe>'
+     * --internal-exec` with the spec of all its ranks on ssh's stdin (runner/remote_exec.h),
+     * to be run in cwd over there. */
     const unsigned char *remote;
     /* Sessions to remote hosts opened before (NIC discovery's, runner/workers.h): a host's
      * ranks start through its session when there is one. Those used are marked taken. */
