@@ -706,6 +706,22 @@ static hvd_status_t extra_env(driver_t *d, int round, hvd_env_list_t *env) {
 }
 
 /* Start round d->round + 1 (or round 0) on plan (taken over, with hosts). */
+/* Bookkeeping for a worker just started for slot s. */
+static hvd_status_t started(driver_t *d, slot_t *s, size_t id, int round) {
+    hvd_status_t st = set_worker(d, s, id);
+    if (st != HVD_OK) {
+        hvd__workers_kill(d->workers, id);
+        return st;
+    }
+    s->started_ms = hvd__clock_now_ms();
+    s->start_round = round;
+    s->leaving_failure = 0;
+    pthread_mutex_lock(&d->beat_lock);
+    s->beat_ms = 0;
+    pthread_mutex_unlock(&d->beat_lock);
+    return HVD_OK;
+}
+
 static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_plan_t *plan,
                                 bool first) {
     int round = first ? 0 : d->round + 1;
@@ -800,7 +816,18 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
     hvd_env_list_t env;
     if ((st = extra_env(d, round, &env)) != HVD_OK)
         return st;
-    for (size_t r = 0; r < d->plan.count && st == HVD_OK; r++) {
+    /* New workers start now: a local one under its own middleman, all of a remote host's
+     * through one ssh session */
+    size_t n = d->plan.count;
+    hvd_slot_t *group = malloc(n * sizeof *group);
+    slot_t **owners = malloc(n * sizeof *owners);
+    size_t *ids = malloc(n * sizeof *ids);
+    char *taken = calloc(n, 1);
+    if (!group || !owners || !ids || !taken)
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory starting round %d", round);
+    for (size_t r = 0; r < n && st == HVD_OK; r++) {
+        if (taken[r])
+            continue;
         const hvd_slot_t *sl = &d->plan.slots[r];
         slot_t *s = find_slot(d, sl->host, sl->local_rank);
         if (s->worker >= 0) {
@@ -816,21 +843,25 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
             put_text(d, scope, s->key, text);
             continue;
         }
-        size_t id;
-        st = hvd__workers_start(d->workers, sl, s->remote, &env, &id);
-        if (st != HVD_OK)
-            break;
-        if ((st = set_worker(d, s, id)) != HVD_OK) {
-            hvd__workers_kill(d->workers, id);
-            break;
+        size_t k = 0;
+        for (size_t j = r; j < n && (k == 0 || s->remote); j++) {
+            const hvd_slot_t *sj = &d->plan.slots[j];
+            slot_t *oj = j == r ? s : find_slot(d, sj->host, sj->local_rank);
+            if (taken[j] || oj->worker >= 0 || strcmp(sj->host, sl->host) != 0)
+                continue;
+            taken[j] = 1;
+            group[k] = *sj;
+            owners[k++] = oj;
         }
-        s->started_ms = hvd__clock_now_ms();
-        s->start_round = round;
-        s->leaving_failure = 0;
-        pthread_mutex_lock(&d->beat_lock);
-        s->beat_ms = 0;
-        pthread_mutex_unlock(&d->beat_lock);
+        st = s->remote ? hvd__workers_start_remote(d->workers, group, k, &env, NULL, ids)
+                       : hvd__workers_start(d->workers, sl, 0, &env, ids);
+        for (size_t j = 0; j < k && st == HVD_OK; j++)
+            st = started(d, owners[j], ids[j], round);
     }
+    free(group);
+    free(owners);
+    free(ids);
+    free(taken);
     hvd__env_list_fini(&env);
     return st;
 }

@@ -363,18 +363,30 @@ static void session_stop(session_t *s) {
     }
 }
 
-/* A command for one rank of a session. Before the session answered (ssh still connecting),
- * and when the command cannot be written (the session is broken, or stalled with its pipe
- * full), the whole session is stopped or killed instead, which ends every rank on that host:
- * their supervisor's input ends. (Only the elastic driver stops single ranks, and it starts
- * each in a session of its own.) */
-static void session_command(session_t *s, const worker_t *r, uint32_t what) {
+/* Whether every rank of a session still running was asked to stop. */
+static int all_stopped(const hvd_workers_t *w, const session_t *s) {
+    for (size_t k = 0; k < s->n; k++) {
+        const worker_t *r = w->w[s->ids[k]];
+        if (!r->gone && !r->stopped)
+            return 0;
+    }
+    return 1;
+}
+
+/* A command for one rank of a session (the caller marked the rank stopped first). It queues
+ * behind the spec in ssh's input, so it also works while ssh is still connecting; but when
+ * every rank of a session still connecting is to end, the session itself is ended (nothing
+ * to wait for), and a command that cannot be written (the session is broken, or stalled with
+ * its pipe full) ends the whole session too: their supervisor's input ends. */
+static void session_command(const hvd_workers_t *w, session_t *s, const worker_t *r,
+                            uint32_t what) {
     if (s->gone)
         return;
     uint8_t c[HVD_EXEC_COMMAND_LEN];
     hvd__exec_command_encode(c, what, r->index);
     /* at most PIPE_BUF bytes: written whole or not at all */
-    if (s->ready && s->in_fd >= 0 && write(s->in_fd, c, sizeof c) == (ssize_t)sizeof c)
+    if ((s->ready || !all_stopped(w, s)) && s->in_fd >= 0 &&
+        write(s->in_fd, c, sizeof c) == (ssize_t)sizeof c)
         return;
     if (what == HVD_EXEC_KILL)
         hvd__spawn_kill(&s->proc);
@@ -386,12 +398,12 @@ void hvd__workers_stop(hvd_workers_t *w, size_t id) {
     worker_t *r = id < w->n ? w->w[id] : NULL;
     if (!r || r->gone || r->stopped)
         return;
-    if (r->s)
-        session_command(r->s, r, HVD_EXEC_STOP);
-    else
-        hvd__spawn_stop(&r->proc);
     r->stopped = 1;
     r->stop_ms = hvd__clock_now_ms();
+    if (r->s)
+        session_command(w, r->s, r, HVD_EXEC_STOP);
+    else
+        hvd__spawn_stop(&r->proc);
 }
 
 void hvd__workers_stop_all(hvd_workers_t *w) {
@@ -400,13 +412,14 @@ void hvd__workers_stop_all(hvd_workers_t *w) {
         hvd__workers_stop(w, i);
 }
 
-/* SIGKILL a worker's tree: its middleman's here, its host's supervisor's over there. */
-static void kill_now(worker_t *r) {
+/* SIGKILL a worker's tree (it is marked stopped already): its middleman's here, its host's
+ * supervisor's over there. */
+static void kill_now(const hvd_workers_t *w, worker_t *r) {
     if (!r->s) {
         hvd__spawn_kill(&r->proc);
     } else if (!r->proc.kill_sent) {
         r->proc.kill_sent = hvd__clock_now_ms();
-        session_command(r->s, r, HVD_EXEC_KILL);
+        session_command(w, r->s, r, HVD_EXEC_KILL);
     }
 }
 
@@ -418,7 +431,7 @@ void hvd__workers_kill(hvd_workers_t *w, size_t id) {
         r->stopped = 1;
         r->stop_ms = hvd__clock_now_ms();
     }
-    kill_now(r);
+    kill_now(w, r);
 }
 
 /* The worker's command ended (or its middleman did): tell the caller once. */
@@ -634,7 +647,7 @@ static void on_signals(hvd_workers_t *w) {
                 abbrev ? abbrev : "?");
             for (size_t i = 0; i < w->n; i++)
                 if (!w->w[i]->gone)
-                    kill_now(w->w[i]);
+                    kill_now(w, w->w[i]);
         }
     }
 }
@@ -700,7 +713,7 @@ static void remote_deadlines(hvd_workers_t *w, worker_t *r, int64_t now) {
         say(w->cfg->err_fd,
             "horovodrun: rank %d on %s did not end %d ms after being asked to; killing it.\n",
             r->slot.rank, r->slot.host, w->grace_ms + BACKSTOP_MS);
-        kill_now(r);
+        kill_now(w, r);
     }
     if (r->proc.kill_sent && now - r->proc.kill_sent >= ABANDON_MS && !r->s->proc.kill_sent) {
         say(w->cfg->err_fd,

@@ -5,7 +5,8 @@
 #      its worker for HOROVOD_GLOO_TIMEOUT_SECONDS, blacklists h3, and the job goes on on h1
 #      and h2 to the exact result, within the timeout + a few seconds, not after a hang;
 #   2. when the link comes back, nothing of the job is left running on h3;
-#   3. a host discovery adds while its sshd is down is left out with ssh's error and no reset.
+#   3. a host discovery adds while its sshd is down is left out with ssh's error and no reset;
+#   4. a round's two new workers on one host run under one supervisor (one ssh session).
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 set -euo pipefail
 : "${HVD_BUILD_DIR:?set by ctest}"
@@ -87,4 +88,17 @@ expect_completed 500 "after h3 was discovered"
 if grep -q 'round 1' "$TMP/err"; then fail "an unreachable host cost a reset: $(cat "$TMP/err")"; fi
 grep -q 'ssh not successful for host h3' "$TMP/err" || fail "ssh's error not shown: $(cat "$TMP/err")"
 ok "h3 added while unreachable over ssh: left out with ssh's error, no reset"
+# 4. A round's new workers on one host start through one ssh session (one supervisor).
+printf 'h1:1\nh2:2\n' >"$TMP/hosts"
+start_job 3 150
+wait_until 60 commit_at_least 2 || fail "no progress on h1, h2 x2: $(cat "$TMP/out" "$TMP/err")"
+supervisors=0
+for p in $(ip netns pids "${HVD_NETBED_PREFIX}h2"); do
+  grep -q -- --internal-exec "/proc/$p/cmdline" 2>/dev/null || continue
+  pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
+  grep -q -- --internal-exec "/proc/$pp/cmdline" 2>/dev/null || supervisors=$((supervisors + 1))
+done
+((supervisors == 1)) || fail "$supervisors supervisors for h2's two workers, expected one"
+expect_completed 150 "with two workers on h2"
+ok "two workers on h2 under one supervisor (one ssh session), exact result"
 echo "PASS: test_elastic (netns)"
