@@ -96,8 +96,8 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
         if (!cfg->remote || !cfg->remote[i]) {
             st = hvd__workers_start(job.workers, slot, 0, NULL, &id);
         } else {
-            size_t k = 0;
-            for (size_t j = i; j < job.n; j++)
+            size_t k = 0, most = cfg->session_ranks ? cfg->session_ranks : HVD_LAUNCH_SESSION_RANKS;
+            for (size_t j = i; j < job.n && k < most; j++)
                 if (!started[j] && cfg->remote[j] &&
                     strcmp(cfg->plan->slots[j].host, slot->host) == 0) {
                     group[k++] = cfg->plan->slots[j];

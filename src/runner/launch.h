@@ -12,6 +12,9 @@
 #include "runner/ssh.h"
 #include "runner/workers.h"
 
+/* Each rank's own variables take about 250 bytes of a spec (the shared ones count once). */
+#define HVD_LAUNCH_SESSION_RANKS 512
+
 typedef struct {
     const hvd_slot_plan_t *plan;
     char *const *command;          /* argv of the user command, NULL-terminated */
@@ -30,6 +33,9 @@ typedef struct {
      * ranks start through its session when there is one. Those used are marked taken. */
     hvd_ready_session_t *ready;
     size_t nready;
+    /* Most ranks started through one session (0: HVD_LAUNCH_SESSION_RANKS); a host with more
+     * gets several, so that each spec stays well under HVD_EXEC_SPEC_MAX. */
+    size_t session_ranks;
     const hvd_ssh_opts_t *ssh;
     const char *remote_exe;
     const char *cwd;

@@ -773,6 +773,31 @@ static void test_remote_one_session_per_host(void **state) {
         fail_msg("ssh sessions: %s", sessions);
     free(sessions);
     result_free(&r);
+
+    /* a host with more ranks than a session takes gets several sessions */
+    unlink(path);
+    hvd_launch_config_t cfg = remote_cfg(&p, cmd, remote);
+    cfg.session_ranks = 2;
+    launch(cfg, &r);
+    assert_int_equal(r.code, 0);
+    for (int i = 0; i < 6; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "[%d]<stdout>:out %d on %s in ", i, i, hosts[i]);
+        if (!strstr(r.out, line))
+            fail_msg("no [%s] in:\n%s", line, r.out);
+    }
+    sessions = read_file(path);
+    size_t na = 0, nb = 0;
+    for (const char *q = sessions; (q = strchr(q, 'h')) != NULL; q += 2) {
+        if (q[1] == 'A')
+            na++;
+        else
+            nb++;
+    }
+    if (na != 2 || nb != 1) /* hA's three ranks in sessions of 2 and 1, hB's two in one */
+        fail_msg("ssh sessions: %s", sessions);
+    free(sessions);
+    result_free(&r);
     fake_ssh_done(dir, old_path);
 }
 
