@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
     const hvd_nic_discovery_config_t *cfg;
     task_t *tasks;
+    hvd_spawn_t **ending; /* room for every task's process, for end_procs */
     hvd_driver_t *d;
     int64_t deadline;
 } run_t;
@@ -216,10 +217,9 @@ static void end_procs(hvd_spawn_t **procs, size_t n) {
  * on as their host's supervisor); end the others. */
 static void end_or_keep_tasks(run_t *r, int keep) {
     const hvd_nic_discovery_config_t *cfg = r->cfg;
-    hvd_spawn_t **procs = calloc(cfg->count, sizeof *procs);
     hvd_ready_session_t *kept = keep ? calloc(cfg->count, sizeof *kept) : NULL;
     size_t n = 0, nkept = 0;
-    for (size_t i = 0; procs && i < cfg->count; i++) {
+    for (size_t i = 0; i < cfg->count; i++) {
         task_t *t = &r->tasks[i];
         if (!t->started)
             continue;
@@ -232,18 +232,9 @@ static void end_or_keep_tasks(run_t *r, int keep) {
         if (t->in_fd >= 0)
             close(t->in_fd);
         t->in_fd = -1;
-        procs[n++] = &t->proc;
+        r->ending[n++] = &t->proc;
     }
-    if (!procs) { /* out of memory: still end them, one by one */
-        for (size_t i = 0; i < cfg->count; i++) {
-            hvd_spawn_t *p = &r->tasks[i].proc;
-            if (r->tasks[i].started)
-                end_procs(&p, 1);
-        }
-    } else {
-        end_procs(procs, n);
-    }
-    free(procs);
+    end_procs(r->ending, n);
     if (keep) { /* none kept (out of memory) only means the launch opens its own sessions */
         *cfg->keep_p = kept;
         *cfg->nkeep_p = nkept;
@@ -258,10 +249,11 @@ void hvd__ready_sessions_end(hvd_ready_session_t *sessions, size_t n) {
             continue;
         if (sessions[i].in_fd >= 0)
             close(sessions[i].in_fd);
+        hvd_spawn_t *one = &sessions[i].proc;
         if (procs)
-            procs[k++] = &sessions[i].proc;
+            procs[k++] = one;
         else
-            end_procs((hvd_spawn_t *[]){&sessions[i].proc}, 1);
+            end_procs(&one, 1); /* out of memory: one at a time, still bounded */
     }
     end_procs(procs, k);
     free(procs);
@@ -292,8 +284,12 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                                      addrs[i].addr);
         say(cfg->out_fd, "Driver service listening on port %d of %s.\n", hvd__driver_port(d), list);
     }
-    run_t r = {.cfg = cfg, .tasks = calloc(cfg->count, sizeof *r.tasks)};
-    if (!r.tasks) {
+    run_t r = {.cfg = cfg,
+               .tasks = calloc(cfg->count, sizeof *r.tasks),
+               .ending = calloc(cfg->count, sizeof *r.ending)};
+    if (!r.tasks || !r.ending) {
+        free(r.tasks);
+        free(r.ending);
         hvd__driver_stop(d);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     }
@@ -324,6 +320,7 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
     }
     end_or_keep_tasks(&r, st == HVD_OK && cfg->keep_p);
     free(r.tasks);
+    free(r.ending);
     hvd__driver_stop(d);
     if (st == HVD_OK && cfg->verbose) {
         char list[1024] = "";

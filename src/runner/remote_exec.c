@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     rank_t *ranks;
+    struct pollfd *pfd; /* 2 + 3 per rank */
     size_t n, ended;
     int grace_ms;
     int in_open;
@@ -226,24 +227,19 @@ static void advance(sup_t *s) {
 }
 
 static void supervise(sup_t *s, int sfd) {
-    size_t cap = 2 + 3 * s->n;
-    struct pollfd *p = calloc(cap, sizeof *p);
+    struct pollfd *p = s->pfd;
     while (s->ended < s->n) {
         size_t k = 0;
-        if (p) {
-            p[k++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-            p[k++] = (struct pollfd){.fd = s->in_open ? 0 : -1, .events = POLLIN};
-            for (size_t i = 0; i < s->n; i++) {
-                rank_t *r = &s->ranks[i];
-                int ctl = !r->ended && !r->proc.ctl_eof ? r->proc.ctl_fd : -1;
-                p[k++] = (struct pollfd){.fd = ctl, .events = POLLIN};
-                p[k++] = (struct pollfd){.fd = r->out_open ? r->proc.out_fd : -1, .events = POLLIN};
-                p[k++] = (struct pollfd){.fd = r->err_open ? r->proc.err_fd : -1, .events = POLLIN};
-            }
+        p[k++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        p[k++] = (struct pollfd){.fd = s->in_open ? 0 : -1, .events = POLLIN};
+        for (size_t i = 0; i < s->n; i++) {
+            rank_t *r = &s->ranks[i];
+            int ctl = !r->ended && !r->proc.ctl_eof ? r->proc.ctl_fd : -1;
+            p[k++] = (struct pollfd){.fd = ctl, .events = POLLIN};
+            p[k++] = (struct pollfd){.fd = r->out_open ? r->proc.out_fd : -1, .events = POLLIN};
+            p[k++] = (struct pollfd){.fd = r->err_open ? r->proc.err_fd : -1, .events = POLLIN};
         }
-        int got = p ? poll(p, k, TICK_MS) : 0;
-        if (!p)
-            hvd__clock_sleep_ms(TICK_MS); /* out of memory: still end the ranks on time */
+        int got = poll(p, k, TICK_MS);
         if (got < 0 && errno != EINTR)
             hvd__clock_sleep_ms(TICK_MS);
         if (got > 0 && p[0].revents) {
@@ -265,7 +261,6 @@ static void supervise(sup_t *s, int sfd) {
         }
         advance(s);
     }
-    free(p);
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -340,9 +335,12 @@ int hvd__remote_exec_main(void) {
     s->n = spec.nranks;
     s->grace_ms = spec.grace_ms ? (int)spec.grace_ms : HVD_SPAWN_DEFAULT_GRACE_MS;
     s->ranks = calloc(s->n, sizeof *s->ranks);
-    if (!s->ranks) {
+    s->pfd = calloc(2 + 3 * s->n, sizeof *s->pfd);
+    if (!s->ranks || !s->pfd) {
         fprintf(stderr, "horovodrun (on %s): out of memory for %zu ranks\n", s->host, s->n);
         hvd__exec_spec_fini(&spec);
+        free(s->ranks);
+        free(s->pfd);
         return 126;
     }
     const char *home = getenv("HOME");
@@ -361,5 +359,6 @@ int hvd__remote_exec_main(void) {
     if (sfd >= 0)
         close(sfd);
     free(s->ranks);
+    free(s->pfd);
     return 0;
 }

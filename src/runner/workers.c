@@ -333,20 +333,6 @@ static int watch_proc(hvd_workers_t *w, const hvd_spawn_t *proc, size_t i, int f
     return *out_open && *err_open && *ctl_open;
 }
 
-static void close_stream(hvd_workers_t *w, worker_t *r, int is_err) {
-    int *open_p = is_err ? &r->err_open : &r->out_open;
-    int *fd_p = is_err ? &r->proc.err_fd : &r->proc.out_fd;
-    if (*open_p) {
-        hvd__output_stream_eof(is_err ? &r->err : &r->out);
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
-        *open_p = 0;
-        w->open_streams--;
-    }
-    if (*fd_p >= 0)
-        close(*fd_p);
-    *fd_p = -1;
-}
-
 static void close_ctl(hvd_workers_t *w, int *open_p, int *fd_p) {
     if (*open_p)
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
@@ -500,19 +486,71 @@ static void on_frame(hvd_workers_t *w, session_t *s, const hvd_exec_frame_t *f) 
     }
 }
 
-static void session_close_pipe(hvd_workers_t *w, session_t *s, int is_err) {
-    int *open_p = is_err ? &s->err_open : &s->out_open;
-    int *fd_p = is_err ? &s->proc.err_fd : &s->proc.out_fd;
-    if (*open_p) {
-        if (is_err)
-            hvd__output_stream_eof(&s->err);
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *fd_p, NULL);
-        *open_p = 0;
+/* ---- the pipes we read: a worker's stdout and stderr, a session's frames and stderr ---- */
+
+/* One pipe, and where its bytes go: a tagged output stream, or (stream NULL) the frames of
+ * session s. */
+typedef struct {
+    int *fd_p, *open_p;
+    hvd_output_stream_t *stream;
+    session_t *s;
+} pipe_ref_t;
+
+static pipe_ref_t worker_pipe(worker_t *r, int is_err) {
+    return is_err ? (pipe_ref_t){&r->proc.err_fd, &r->err_open, &r->err, NULL}
+                  : (pipe_ref_t){&r->proc.out_fd, &r->out_open, &r->out, NULL};
+}
+
+static pipe_ref_t session_pipe(session_t *s, int is_err) {
+    return is_err ? (pipe_ref_t){&s->proc.err_fd, &s->err_open, &s->err, NULL}
+                  : (pipe_ref_t){&s->proc.out_fd, &s->out_open, NULL, s};
+}
+
+static void pipe_close(hvd_workers_t *w, pipe_ref_t p) {
+    if (*p.open_p) {
+        if (p.stream)
+            hvd__output_stream_eof(p.stream);
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, *p.fd_p, NULL);
+        *p.open_p = 0;
         w->open_streams--;
     }
-    if (*fd_p >= 0)
-        close(*fd_p);
-    *fd_p = -1;
+    if (*p.fd_p >= 0)
+        close(*p.fd_p);
+    *p.fd_p = -1;
+}
+
+static void session_feed(hvd_workers_t *w, session_t *s, const char *data, size_t n);
+
+static void pipe_take(hvd_workers_t *w, pipe_ref_t p, const char *data, size_t n) {
+    if (p.stream)
+        hvd__output_stream_feed(p.stream, data, n);
+    else
+        session_feed(w, p.s, data, n);
+}
+
+/* One read per wake-up (a chatty worker cannot starve the others); the end of the pipe, or an
+ * error, closes it. */
+static void pipe_read(hvd_workers_t *w, pipe_ref_t p) {
+    ssize_t n = read(*p.fd_p, w->rbuf, READ_CHUNK);
+    if (n > 0)
+        pipe_take(w, p, w->rbuf, (size_t)n);
+    else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        pipe_close(w, p);
+}
+
+/* Read what the pipe holds now (up to DRAIN_MAX), then close it. */
+#define DRAIN_MAX ((size_t)16 << 20)
+static void pipe_drain(hvd_workers_t *w, pipe_ref_t p) {
+    for (size_t total = 0; *p.open_p && total < DRAIN_MAX;) {
+        ssize_t n = read(*p.fd_p, w->rbuf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        pipe_take(w, p, w->rbuf, (size_t)n);
+        total += (size_t)n;
+    }
+    pipe_close(w, p);
 }
 
 static void session_feed(hvd_workers_t *w, session_t *s, const char *data, size_t n) {
@@ -523,46 +561,19 @@ static void session_feed(hvd_workers_t *w, session_t *s, const char *data, size_
     if (got < 0) {
         say(w->cfg->err_fd, "horovodrun: stopping the ranks on %s: %s\n", s->host,
             hvd_last_error());
-        session_close_pipe(w, s, 0);
+        pipe_close(w, session_pipe(s, 0));
         session_stop(s);
     }
 }
 
-/* One read from a session's pipe: frames (stdout) or ssh's own messages (stderr). */
-static void session_read(hvd_workers_t *w, session_t *s, int is_err) {
-    ssize_t n = read(is_err ? s->proc.err_fd : s->proc.out_fd, w->rbuf, READ_CHUNK);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0)
-        session_close_pipe(w, s, is_err);
-    else if (is_err)
-        hvd__output_stream_feed(&s->err, w->rbuf, (size_t)n);
-    else
-        session_feed(w, s, w->rbuf, (size_t)n);
-}
-
 /* ssh has ended: everything it wrote is in its pipes. Take it, then end the workers that
  * the supervisor did not end itself. */
-#define DRAIN_MAX ((size_t)16 << 20)
 static void session_finish(hvd_workers_t *w, session_t *s) {
     if (s->finished)
         return;
     s->finished = 1;
-    for (int is_err = 0; is_err < 2; is_err++) {
-        for (size_t total = 0; (is_err ? s->err_open : s->out_open) && total < DRAIN_MAX;) {
-            ssize_t n = read(is_err ? s->proc.err_fd : s->proc.out_fd, w->rbuf, READ_CHUNK);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break;
-            if (is_err)
-                hvd__output_stream_feed(&s->err, w->rbuf, (size_t)n);
-            else
-                session_feed(w, s, w->rbuf, (size_t)n);
-            total += (size_t)n;
-        }
-        session_close_pipe(w, s, is_err);
-    }
+    pipe_drain(w, session_pipe(s, 0));
+    pipe_drain(w, session_pipe(s, 1));
     if (!s->ready) {
         s->ready = 1;
         w->connecting--;
@@ -597,34 +608,6 @@ static void reap_all(hvd_workers_t *w) {
     }
 }
 
-static void read_stream(hvd_workers_t *w, worker_t *r, int is_err) {
-    int fd = is_err ? r->proc.err_fd : r->proc.out_fd;
-    /* one read per wake-up: a chatty worker cannot starve the others */
-    ssize_t n = read(fd, w->rbuf, READ_CHUNK);
-    if (n > 0) {
-        hvd__output_stream_feed(is_err ? &r->err : &r->out, w->rbuf, (size_t)n);
-        return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    close_stream(w, r, is_err); /* end of file, or an error: the stream is over */
-}
-
-/* Read what the stream holds now (up to DRAIN_MAX), then close it. */
-static void drain_stream(hvd_workers_t *w, worker_t *r, int is_err) {
-    int fd = is_err ? r->proc.err_fd : r->proc.out_fd;
-    for (size_t total = 0; (is_err ? r->err_open : r->out_open) && total < DRAIN_MAX;) {
-        ssize_t n = read(fd, w->rbuf, READ_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        hvd__output_stream_feed(is_err ? &r->err : &r->out, w->rbuf, (size_t)n);
-        total += (size_t)n;
-    }
-    close_stream(w, r, is_err);
-}
-
 static void on_signals(hvd_workers_t *w) {
     struct signalfd_siginfo si;
     while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -654,7 +637,7 @@ static void on_signals(hvd_workers_t *w) {
 
 static void on_session_event(hvd_workers_t *w, session_t *s, int kind) {
     if (kind == EV_S_OUT || kind == EV_S_ERR) {
-        session_read(w, s, kind == EV_S_ERR);
+        pipe_read(w, session_pipe(s, kind == EV_S_ERR));
         return;
     }
     if (hvd__spawn_read_report(&s->proc))
@@ -686,10 +669,8 @@ static void on_event(hvd_workers_t *w, uint64_t tag) {
     worker_t *r = w->w[i];
     switch (kind) {
     case EV_OUT:
-        read_stream(w, r, 0);
-        break;
     case EV_ERR:
-        read_stream(w, r, 1);
+        pipe_read(w, worker_pipe(r, kind == EV_ERR));
         break;
     case EV_CTL:
         if (hvd__spawn_read_report(&r->proc))
@@ -780,8 +761,8 @@ static void enforce_deadlines(hvd_workers_t *w) {
             /* something outside the worker's tree holds its pipes: stop waiting for them, but
              * not before taking what they hold (a busy launcher with a thousand workers could
              * be this late to read a line the worker wrote as it exited) */
-            drain_stream(w, r, 0);
-            drain_stream(w, r, 1);
+            pipe_drain(w, worker_pipe(r, 0));
+            pipe_drain(w, worker_pipe(r, 1));
         }
     }
 }
