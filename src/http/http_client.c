@@ -68,6 +68,36 @@ hvd_status_t hvd__http_parse_head(const char *head, size_t len, int *status_p,
     return HVD_OK;
 }
 
+int hvd__http_head_value(const char *head, size_t len, const char *name, char *out,
+                         size_t out_size) {
+    size_t nl = strlen(name);
+    const char *end = head + len, *line = memchr(head, '\n', len);
+    if (out_size)
+        out[0] = '\0';
+    while (line && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        size_t n = eol ? (size_t)(eol - line) : (size_t)(end - line);
+        if (n > 0 && line[n - 1] == '\r')
+            n--;
+        if (n == 0)
+            return 0;
+        if (n > nl && line[nl] == ':' && strncasecmp(line, name, nl) == 0) {
+            const char *v = line + nl + 1, *ve = line + n;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if ((size_t)(ve - v) >= out_size)
+                return 0;
+            memcpy(out, v, (size_t)(ve - v));
+            out[ve - v] = '\0';
+            return 1;
+        }
+        line = eol;
+    }
+    return 0;
+}
+
 static hvd_status_t send_request(int fd, const hvd_http_request_t *req, const char *peer) {
     char head[4096];
     int n = snprintf(head, sizeof head,
@@ -182,11 +212,15 @@ hvd_status_t hvd__http_request(const hvd_http_request_t *req, hvd_http_response_
         have += got;
     }
     body[have] = 0;
-    free(head);
     close(fd);
     resp_p->status = status;
     resp_p->body = body;
     resp_p->body_len = have;
+    resp_p->want_value[0] = '\0';
+    if (req->want_header)
+        hvd__http_head_value(head, head_len, req->want_header, resp_p->want_value,
+                             sizeof resp_p->want_value);
+    free(head);
     return HVD_OK;
 
 err_free_body:

@@ -22,6 +22,7 @@ typedef struct {
     int status;    /* e.g. 200 */
     uint8_t *body; /* malloc'd, NUL-terminated for convenience (not counted in body_len) */
     size_t body_len;
+    char want_value[32]; /* the request's want_header, "" when absent (or longer than this) */
 } hvd_http_response_t;
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
     const void *body; /* may be NULL when body_len is 0 */
     size_t body_len;
     size_t max_response_body; /* larger responses fail with HVD_ERR_TOO_LARGE */
+    const char *want_header;  /* NULL, or a response header whose value the caller wants */
     int64_t deadline_ms;      /* absolute, clock.h */
 } hvd_http_request_t;
 
@@ -51,5 +53,12 @@ void hvd__http_response_fini(hvd_http_response_t *resp);
  * malformed. */
 hvd_status_t hvd__http_parse_head(const char *head, size_t len, int *status_p,
                                   long long *content_length_p);
+
+/* The value of header `name` (case-insensitive) in a response head that
+ * hvd__http_parse_head accepted, without surrounding blanks, into out: 1, or 0 when the head
+ * has no such header or its value does not fit out_size (out is then ""). Exposed for tests
+ * and fuzzing. */
+int hvd__http_head_value(const char *head, size_t len, const char *name, char *out,
+                         size_t out_size);
 
 #endif

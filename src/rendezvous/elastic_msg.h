@@ -19,6 +19,8 @@
 
 #include <hvd/types.h>
 
+#include "rendezvous/kv_protocol.h"
+
 #include <stddef.h>
 
 /* Longest value of any elastic key (an assignment, a stop or abort message). */
@@ -27,7 +29,7 @@
 #define HVD_ELASTIC_NAME_MAX 132
 
 #define HVD_ELASTIC_ALIVE_SCOPE "elastic_alive"
-#define HVD_ELASTIC_ABORT_KEY "abort"
+#define HVD_ELASTIC_ABORT_KEY HVD_KV_ABORT_KEY
 #define HVD_ELASTIC_HOSTS_KEY "hosts"
 
 typedef enum {

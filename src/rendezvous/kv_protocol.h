@@ -15,7 +15,12 @@
  *                          in byte order), 200 (an unknown scope is an empty one). With
  *                          X-Hvd-Wait-Ms: N and X-Hvd-Min-Count: C the server holds the request
  *                          until the scope has at least C keys or N ms pass, then answers 200
- *                          with what it has (the client sees which keys are missing).
+ *                          with what it has (the client sees which keys are missing). A key
+ *                          named HVD_KV_ABORT_KEY ends the wait at once: the launcher's word
+ *                          that the scope will never fill (its value says why). Every scope
+ *                          answer carries HVD_KV_AGE_HEADER: the milliseconds since the last
+ *                          PUT into the scope (-1: none), so that a client can time out
+ *                          counting from the latest arrival.
  *   DELETE /<scope>/<key>  200. In a predefined scope (sized by the slot plan) the key is a
  *                          rank that finished with the scope; when every rank has, the scope's
  *                          data and finished list are cleared. In other scopes the key is
@@ -31,6 +36,8 @@
 #define HVD_KV_WAIT_HEADER "X-Hvd-Wait-Ms"
 #define HVD_KV_COUNT_HEADER "X-Hvd-Min-Count"
 #define HVD_KV_SCOPE_MAGIC "HVS1"
+#define HVD_KV_AGE_HEADER "X-Hvd-Scope-Age-Ms"
+#define HVD_KV_ABORT_KEY "abort"
 
 /* Server defaults (hvd_kv_server_config_t may change them). */
 #define HVD_KV_DEFAULT_MAX_VALUE (1u << 20)   /* bytes per value */

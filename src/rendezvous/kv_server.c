@@ -210,12 +210,18 @@ static void blob_done(void *blob) {
 }
 
 /* 200 with a value or a scope encoding; takes the caller's reference to blob. */
-static enum MHD_Result respond_blob(request_t *r, hvd_kv_blob_t *blob) {
+/* A value, or a scope's encoding with its age (kv_protocol.h) when age_ms is not NULL. */
+static enum MHD_Result respond_blob(request_t *r, hvd_kv_blob_t *blob, const int64_t *age_ms) {
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback_cls(
         hvd__kv_blob_len(blob), (void *)hvd__kv_blob_data(blob), blob_done, blob);
     if (!resp) {
         hvd__kv_blob_unref(blob);
         return MHD_NO;
+    }
+    if (age_ms) {
+        char age[24];
+        snprintf(age, sizeof age, "%lld", (long long)*age_ms);
+        MHD_add_response_header(resp, HVD_KV_AGE_HEADER, age);
     }
     HVD_LOG_T("rendezvous server: GET /%s/%s -> 200 (%zu bytes)", r->scope, r->key,
               hvd__kv_blob_len(blob));
@@ -335,7 +341,8 @@ static void on_store_change(void *arg, const char *scope, const char *key, size_
         r = *scope_bucket(s, scope);
         while (r) {
             request_t *next = r->bnext;
-            if (strcmp(r->scope, scope) == 0 && r->min_count <= count)
+            if (strcmp(r->scope, scope) == 0 &&
+                (r->min_count <= count || strcmp(key, HVD_KV_ABORT_KEY) == 0))
                 waiter_release(s, r);
             r = next;
         }
@@ -599,11 +606,14 @@ static enum MHD_Result serve_get(hvd_kv_server_t *s, request_t *r) {
     hvd_kv_blob_t *blob;
     hvd_status_t st = whole ? hvd__kv_store_snapshot_blob(s->store, r->scope, &blob)
                             : hvd__kv_store_get_blob(s->store, r->scope, r->key, &blob);
+    /* the age after the snapshot: a PUT in between makes the age younger than the snapshot
+     * (the client waits a little longer), never older (it would give up early) */
+    int64_t age = whole ? hvd__kv_store_scope_age_ms(s->store, r->scope) : -1;
     if (st == HVD_ERR_NOT_FOUND)
         return respond(r, MHD_HTTP_NOT_FOUND, NULL);
     if (st != HVD_OK)
         return respond(r, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory, retry\n");
-    return respond_blob(r, blob);
+    return respond_blob(r, blob, whole ? &age : NULL);
 }
 
 static enum MHD_Result serve(hvd_kv_server_t *s, request_t *r) {

@@ -132,6 +132,7 @@ typedef struct {
     entry_t **sorted; /* entries in key order; valid while sorted_valid */
     int sorted_valid;
     hvd_kv_blob_t *snapshot; /* cached encoding, NULL when stale */
+    int64_t changed_ms;      /* clock.h time of the last PUT into the scope */
     char name[];
 } scope_t;
 
@@ -227,6 +228,7 @@ static void scope_clear(hvd_kv_store_t *s, scope_t *sc) {
     if (sc->finished)
         memset(sc->finished, 0, (sc->size + 7) / 8);
     sc->n_finished = 0;
+    sc->changed_ms = 0;
 }
 
 static void scope_free(hvd_kv_store_t *s, scope_t *sc) {
@@ -380,6 +382,7 @@ hvd_status_t hvd__kv_store_put(hvd_kv_store_t *s, const char *scope, const char 
         scope_invalidate(sc, 1);
     }
     s->total_bytes = s->total_bytes - old + add;
+    sc->changed_ms = hvd__clock_now_ms();
     changed(s, sc, e->key, 1);
     st = HVD_OK;
     goto out_unlock;
@@ -654,6 +657,17 @@ hvd_status_t hvd__kv_store_reset(hvd_kv_store_t *s, const char *const *names, co
     return st;
 }
 
+int64_t hvd__kv_store_scope_age_ms(hvd_kv_store_t *s, const char *scope) {
+    size_t sl;
+    if (!name_ok(scope, &sl))
+        return -1;
+    pthread_mutex_lock(&s->lock);
+    scope_t *sc = scope_find(s, scope, sl);
+    int64_t age = sc && sc->changed_ms ? hvd__clock_now_ms() - sc->changed_ms : -1;
+    pthread_mutex_unlock(&s->lock);
+    return age;
+}
+
 uint64_t hvd__kv_store_version(hvd_kv_store_t *s) {
     return atomic_load(&s->version);
 }
@@ -667,9 +681,10 @@ static size_t count_locked(hvd_kv_store_t *s, const char *scope, size_t sl) {
 /* Called locked. */
 static int ready_locked(hvd_kv_store_t *s, const char *scope, size_t sl, const char *key, size_t kl,
                         size_t min_count) {
-    if (!key)
-        return count_locked(s, scope, sl) >= min_count;
     scope_t *sc = scope_find(s, scope, sl);
+    if (!key) /* enough keys, or the word that there never will be */
+        return (sc ? sc->entries.count : 0) >= min_count ||
+               (sc && entry_find(s, sc, HVD_KV_ABORT_KEY, strlen(HVD_KV_ABORT_KEY)));
     return sc && entry_find(s, sc, key, kl) != NULL;
 }
 

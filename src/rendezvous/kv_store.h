@@ -87,6 +87,10 @@ int hvd__kv_store_has(hvd_kv_store_t *store, const char *scope, const char *key)
 /* Number of keys in scope (0 for an unknown scope). */
 size_t hvd__kv_store_count(hvd_kv_store_t *store, const char *scope);
 
+/* Milliseconds since the last PUT into scope; -1 when it has none since it was created or
+ * cleared. */
+int64_t hvd__kv_store_scope_age_ms(hvd_kv_store_t *store, const char *scope);
+
 /* Keys and key+value bytes in the whole store. */
 void hvd__kv_store_usage(hvd_kv_store_t *store, size_t *keys_p, size_t *bytes_p);
 
@@ -110,9 +114,9 @@ hvd_status_t hvd__kv_store_reset(hvd_kv_store_t *store, const char *const *names
 uint64_t hvd__kv_store_version(hvd_kv_store_t *store);
 
 /* 1 when a reader would be satisfied now: key != NULL: the key exists; key == NULL: the scope
- * has at least min_count keys. *version_p (may be NULL) receives the version the answer holds
- * for: a waiter that registers and then still sees this version cannot miss the change that
- * satisfies it, because that change bumps the version before it notifies. */
+ * has at least min_count keys, or holds HVD_KV_ABORT_KEY. *version_p (may be NULL) receives the
+ * version the answer holds for: a waiter that registers and then still sees this version cannot
+ * miss the change that satisfies it, because that change bumps the version before it notifies. */
 int hvd__kv_store_ready(hvd_kv_store_t *store, const char *scope, const char *key, size_t min_count,
                         uint64_t *version_p);
 

@@ -58,6 +58,7 @@ typedef struct {
     long min_count; /* -1: no count header */
     size_t max_body;
     int64_t deadline_ms;
+    const char *want_header; /* NULL, or a response header to return */
 } store_request_t;
 
 /* Send one signed request, retrying transient failures until the deadline. On HVD_OK the
@@ -105,6 +106,7 @@ static hvd_status_t exchange(hvd_store_client_t *c, const store_request_t *r,
                                   .body = r->body,
                                   .body_len = r->body_len,
                                   .max_response_body = r->max_body,
+                                  .want_header = r->want_header,
                                   .deadline_ms = http_deadline};
         st = hvd__http_request(&req, resp_p);
         int transient = st == HVD_ERR_PEER_LOST || st == HVD_ERR_IO ||
@@ -157,7 +159,7 @@ static hvd_status_t check_status(hvd_store_client_t *c, const store_request_t *r
 
 hvd_status_t hvd__store_put(hvd_store_client_t *c, const char *scope, const char *key,
                             const void *value, size_t len, int64_t deadline_ms) {
-    store_request_t r = {"PUT", scope, key, value, len, -1, -1, 4096, deadline_ms};
+    store_request_t r = {"PUT", scope, key, value, len, -1, -1, 4096, deadline_ms, NULL};
     hvd_http_response_t resp;
     hvd_status_t st = exchange(c, &r, &resp);
     if (st != HVD_OK)
@@ -170,7 +172,7 @@ hvd_status_t hvd__store_put(hvd_store_client_t *c, const char *scope, const char
 hvd_status_t hvd__store_get(hvd_store_client_t *c, const char *scope, const char *key, int wait,
                             int64_t deadline_ms, uint8_t **value_p, size_t *len_p) {
     store_request_t r = {
-        "GET", scope, key, NULL, 0, wait ? 0 : -1, -1, HVD_KV_DEFAULT_MAX_VALUE, deadline_ms};
+        "GET", scope, key, NULL, 0, wait ? 0 : -1, -1, HVD_KV_DEFAULT_MAX_VALUE, deadline_ms, NULL};
     for (;;) {
         hvd_http_response_t resp;
         hvd_status_t st = exchange(c, &r, &resp);
@@ -196,7 +198,7 @@ hvd_status_t hvd__store_get(hvd_store_client_t *c, const char *scope, const char
 
 hvd_status_t hvd__store_delete(hvd_store_client_t *c, const char *scope, const char *key,
                                int64_t deadline_ms) {
-    store_request_t r = {"DELETE", scope, key, NULL, 0, -1, -1, 4096, deadline_ms};
+    store_request_t r = {"DELETE", scope, key, NULL, 0, -1, -1, 4096, deadline_ms, NULL};
     hvd_http_response_t resp;
     hvd_status_t st = exchange(c, &r, &resp);
     if (st != HVD_OK)
@@ -286,7 +288,8 @@ hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size
                          min_count ? 0 : -1,
                          min_count ? (long)min_count : -1,
                          MAX_SCOPE_BODY,
-                         deadline_ms};
+                         deadline_ms,
+                         HVD_KV_AGE_HEADER};
     for (;;) {
         hvd_http_response_t resp;
         hvd_status_t st = exchange(c, &r, &resp);
@@ -296,10 +299,13 @@ hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size
         hvd_store_scope_t s = {0};
         if (st == HVD_OK)
             st = hvd__store_scope_decode(resp.body, resp.body_len, &s);
+        char *end = NULL;
+        long long age = strtoll(resp.want_value, &end, 10);
+        s.age_ms = resp.want_value[0] && end && !*end && age >= 0 ? (int64_t)age : -1;
         hvd__http_response_fini(&resp);
         if (st != HVD_OK)
             return hvd__error_wrap(st, "reading scope %s from %s:%d", scope, c->host, c->port);
-        if (s.count >= min_count) {
+        if (s.count >= min_count || hvd__store_scope_find(&s, HVD_KV_ABORT_KEY)) {
             *scope_p = s;
             return HVD_OK;
         }

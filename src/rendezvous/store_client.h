@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     hvd_store_entry_t *entries; /* sorted by key */
     size_t count;
+    int64_t age_ms; /* hvd__store_get_scope: ms since the scope's last PUT at the answer, or -1 */
 } hvd_store_scope_t;
 
 /* Create a client for the store at host:port. Copies its arguments. */
@@ -46,9 +47,9 @@ hvd_status_t hvd__store_delete(hvd_store_client_t *c, const char *scope, const c
                                int64_t deadline_ms);
 
 /* Read the whole scope in one request, waiting until it holds at least min_count keys or
- * deadline_ms passes. When it is still short at the deadline, *scope_p holds what there was
- * and the status is HVD_ERR_TIMEOUT (the caller names what is missing). Release with
- * hvd__store_scope_fini. */
+ * HVD_KV_ABORT_KEY (HVD_OK: the caller looks for that key), or deadline_ms passes. When it is
+ * still short at the deadline, *scope_p holds what there was and the status is
+ * HVD_ERR_TIMEOUT (the caller names what is missing). Release with hvd__store_scope_fini. */
 hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
                                   int64_t deadline_ms, hvd_store_scope_t *scope_p);
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: the workers' parser of HTTP response heads. */
+/* libFuzzer target: the workers' parser of HTTP response heads, and its reader of a header. */
 #include "http/http_client.h"
 
 #include <stdint.h>
@@ -15,6 +15,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     long long content_length;
     if (hvd__http_parse_head(head, size, &status, &content_length) == HVD_OK) {
         if (status < 0 || status > 999 || content_length < -1)
+            abort();
+        /* the store client's reader of one header (the scope's age) */
+        char v[32];
+        if (hvd__http_head_value(head, size, "X-Hvd-Scope-Age-Ms", v, sizeof v) &&
+            strlen(v) >= sizeof v)
             abort();
     }
     free(head);

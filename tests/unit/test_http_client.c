@@ -200,12 +200,33 @@ static void test_parse_head(void **state) {
                          HVD_ERR_PROTOCOL);
 }
 
+static void test_head_value(void **state) {
+    (void)state;
+    char v[8];
+    const char *h = "HTTP/1.1 200 OK\r\nX-Age:  42 \r\nx-ageless: 7\r\n\r\nX-After: 1\r\n";
+    assert_int_equal(hvd__http_head_value(h, strlen(h), "x-age", v, sizeof v), 1);
+    assert_string_equal(v, "42");
+    assert_int_equal(hvd__http_head_value(h, strlen(h), "X-Ageless", v, sizeof v), 1);
+    assert_string_equal(v, "7");
+    /* not a prefix match, nothing after the blank line, nothing in the status line */
+    assert_int_equal(hvd__http_head_value(h, strlen(h), "X-Ag", v, sizeof v), 0);
+    assert_string_equal(v, "");
+    assert_int_equal(hvd__http_head_value(h, strlen(h), "X-After", v, sizeof v), 0);
+    assert_int_equal(hvd__http_head_value(h, strlen(h), "HTTP/1.1 200 OK", v, sizeof v), 0);
+    /* a value that does not fit is absent, not cut */
+    const char *big = "HTTP/1.1 200 OK\r\nX-Age: 12345678\r\n\r\n";
+    assert_int_equal(hvd__http_head_value(big, strlen(big), "X-Age", v, sizeof v), 0);
+    assert_string_equal(v, "");
+    const char *empty = "HTTP/1.1 200 OK\r\nX-Age:\r\n\r\n";
+    assert_int_equal(hvd__http_head_value(empty, strlen(empty), "X-Age", v, sizeof v), 1);
+    assert_string_equal(v, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ok_response),
-        cmocka_unit_test(test_empty_and_unsized),
-        cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_parse_head),
+        cmocka_unit_test(test_ok_response), cmocka_unit_test(test_empty_and_unsized),
+        cmocka_unit_test(test_failures),    cmocka_unit_test(test_parse_head),
+        cmocka_unit_test(test_head_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -472,6 +472,48 @@ static void test_scope_read(void **state) {
     hvd__store_client_destroy(c);
 }
 
+/* The abort key ends a held scope read at once (a launcher's direct write, as horovodrun
+ * makes when a rank dies before checking in), and every scope answer says how long ago the
+ * scope last changed. */
+static void test_scope_abort_and_age(void **state) {
+    (void)state;
+    hvd_store_client_t *c;
+    hvd_store_scope_t sc;
+    assert_int_equal(hvd__store_client_create("127.0.0.1", port, &secret, &c), HVD_OK);
+    assert_int_equal(hvd__store_get_scope(c, "ab", 0, hvd__clock_deadline_ms(5000), &sc), HVD_OK);
+    assert_int_equal(sc.count, 0);
+    assert_int_equal(sc.age_ms, -1); /* nothing was ever put */
+    hvd__store_scope_fini(&sc);
+    assert_int_equal(hvd__store_put(c, "ab", "rank_0", "a", 1, hvd__clock_deadline_ms(5000)),
+                     HVD_OK);
+    hvd__clock_sleep_ms(300);
+    assert_int_equal(hvd__store_get_scope(c, "ab", 1, hvd__clock_deadline_ms(5000), &sc), HVD_OK);
+    assert_true(sc.age_ms >= 290 && sc.age_ms < 5000);
+    hvd__store_scope_fini(&sc);
+    /* held for 5 keys; the abort key (the second key) releases it long before its deadline */
+    late_put_t lp = {150, "/ab/" HVD_KV_ABORT_KEY, "rank 1 died", 1, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_put, &lp), 0);
+    int64_t t0 = hvd__clock_now_ms();
+    assert_int_equal(hvd__store_get_scope(c, "ab", 5, hvd__clock_deadline_ms(20000), &sc), HVD_OK);
+    int64_t took = hvd__clock_now_ms() - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(lp.status, 200);
+    assert_true(took >= 100 && took < 5000);
+    assert_int_equal(sc.count, 2);
+    const hvd_store_entry_t *e = hvd__store_scope_find(&sc, HVD_KV_ABORT_KEY);
+    assert_non_null(e);
+    assert_string_equal((const char *)e->value, "rank 1 died");
+    assert_true(sc.age_ms >= 0 && sc.age_ms < 1000);
+    hvd__store_scope_fini(&sc);
+    /* with the key there, a new read does not wait at all */
+    t0 = hvd__clock_now_ms();
+    assert_int_equal(hvd__store_get_scope(c, "ab", 5, hvd__clock_deadline_ms(20000), &sc), HVD_OK);
+    assert_true(hvd__clock_now_ms() - t0 < 2000);
+    hvd__store_scope_fini(&sc);
+    hvd__store_client_destroy(c);
+}
+
 static void test_auth_refusals(void **state) {
     (void)state;
     resp_t r;
@@ -942,6 +984,7 @@ int main(void) {
         cmocka_unit_test(test_put_get_delete),
         cmocka_unit_test(test_wait),
         cmocka_unit_test(test_scope_read),
+        cmocka_unit_test(test_scope_abort_and_age),
         cmocka_unit_test(test_auth_refusals),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_oversize),
