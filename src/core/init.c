@@ -14,6 +14,8 @@
 #include "os/cma.h"
 #include "os/netif.h"
 #include "os/socket.h"
+#include "rendezvous/elastic_msg.h"
+#include "rendezvous/kv_protocol.h"
 #include "collectives/coll.h"
 #include "transport/tcp.h"
 
@@ -171,14 +173,29 @@ static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info
     return st;
 }
 
-/* The check-in wait. The timeout counts from the latest check-ins seen, not from this rank's
- * own, so that a launcher still starting ranks (a thousand on one host, or an elastic driver
+/* The launcher's word that this check-in will never complete (HVD_KV_ABORT_KEY: a rank died
+ * before it checked in, or the elastic driver failed the round). */
+static hvd_status_t check_abort(const hvd_context_t *c, const hvd_store_scope_t *s) {
+    if (c->elastic)
+        return hvd__elastic_rdv_check_abort(s, c->round);
+    const hvd_store_entry_t *e = hvd__store_scope_find(s, HVD_KV_ABORT_KEY);
+    if (!e)
+        return HVD_OK;
+    char text[HVD_ELASTIC_VALUE_MAX + 1];
+    hvd__elastic_msg_printable((const char *)e->value, e->value_len, text, sizeof text);
+    return hvd__error_set(HVD_ERR_PEER_LOST, "the job failed before every rank checked in: %s",
+                          text);
+}
+
+/* The check-in wait. The timeout counts from the latest check-in, not from this rank's own,
+ * so that a launcher still starting ranks (a thousand on one host, or an elastic driver
  * starting 512 workers, take longer than the timeout) never fails the early ones while
  * check-ins keep arriving. A poll the store left unanswered (a store busy with a thousand
- * clients) is asked again within the same bounds.
- * Static job: one long poll per timeout; when it ends short, the ranks that came meanwhile buy
- * another timeout (a rank gives up between one and two timeouts after the last arrival), and
- * an unanswered poll gets one more timeout of grace.
+ * clients) is asked again within the same bounds. The launcher's abort key ends the wait at
+ * once (the store answers held polls when it appears).
+ * Static job: one long poll per timeout; when it ends short, the store's age of the scope
+ * says when the latest rank arrived, and the rank gives up a timeout after that (or polls on
+ * until then); an unanswered poll gets one more timeout of grace.
  * Elastic round: the driver may fail the round before it forms (init.r<R>/abort), and then
  * some ranks never check in: so no poll waits more than a second, the abort key (which counts
  * towards the scope's keys) is looked for first, and every arrival buys another timeout. */
@@ -203,7 +220,7 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeo
         }
         if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
             return st;
-        if (c->elastic && (st = hvd__elastic_rdv_check_abort(&s, c->round)) != HVD_OK) {
+        if ((st = check_abort(c, &s)) != HVD_OK) {
             hvd__store_scope_fini(&s);
             return st;
         }
@@ -211,7 +228,16 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeo
             *scope_p = s;
             return HVD_OK;
         }
-        if (s.count > seen && (c->elastic || hvd__clock_remaining_ms(deadline) == 0)) {
+        if (!c->elastic && s.age_ms >= 0) {
+            /* the store says when the latest rank arrived: give up a timeout after that */
+            int64_t now = hvd__clock_now_ms(), after_last = now - s.age_ms + timeout_ms;
+            if (after_last <= now) {
+                *scope_p = s;
+                return HVD_ERR_TIMEOUT;
+            }
+            deadline = after_last;
+            give_up = deadline + grace_ms;
+        } else if (s.count > seen && (c->elastic || hvd__clock_remaining_ms(deadline) == 0)) {
             seen = s.count;
             deadline = hvd__clock_deadline_ms(timeout_ms);
             give_up = deadline + grace_ms;

@@ -4,13 +4,18 @@
 
 #include "common/error.h"
 #include "os/spawn.h"
+#include "rendezvous/kv_protocol.h"
+#include "rendezvous/kv_store.h"
 #include "rendezvous/kv_server.h"
 #include "runner/workers.h"
 
+#include <ctype.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 /* Longest sleep of the event loop without events, and while ranks are being stopped. */
 #define IDLE_TICK_MS 1000
@@ -28,7 +33,49 @@ typedef struct {
     long first_failed; /* worker id, -1 */
     int exit_code;     /* set by the first of failure / interruption */
     int err_fd;
+    hvd_kv_server_t *server;
+    atomic_long latest_init; /* highest g of an init.<g> check-in seen, -1 */
 } job_t;
+
+/* The store's watcher (its thread, store lock held): the latest check-in generation. */
+static void on_store_put(void *arg, const char *scope, const char *key) {
+    job_t *job = arg;
+    (void)key;
+    char *end;
+    if (strncmp(scope, "init.", 5) != 0 || !isdigit((unsigned char)scope[5]))
+        return;
+    long g = strtol(scope + 5, &end, 10);
+    if (*end == '\0' && g > atomic_load(&job->latest_init))
+        atomic_store(&job->latest_init, g);
+}
+
+/* Ranks still checking in wait for one that is gone: give them its cause in the generation
+ * they are in (the latest one seen) and the next (ranks that re-initialise after a
+ * shutdown). Without this they would wait for their rendezvous timeout. Not for a rank that
+ * had checked in and then exited with an error code: most likely it gave up waiting for a
+ * rank that never came, and the others, waiting for the same rank, will say so themselves
+ * within moments (their timeouts count from the same latest arrival). */
+static void abort_check_in(job_t *job, const hvd_slot_t *slot, int status) {
+    if (!job->server)
+        return;
+    char what[96], text[400], scope[32], key[32];
+    long g = atomic_load(&job->latest_init);
+    snprintf(scope, sizeof scope, "init.%ld", g);
+    snprintf(key, sizeof key, "rank_%d", slot->rank);
+    if (WIFEXITED(status) && g >= 0 &&
+        hvd__kv_store_has(hvd__kv_server_store(job->server), scope, key))
+        return;
+    hvd__spawn_describe_status(status, what, sizeof what);
+    int n = snprintf(text, sizeof text, "rank %d (host %s) %s", slot->rank, slot->host,
+                     strncmp(what, "exit", 4) == 0 ? "exited with " : "was ");
+    snprintf(text + n, sizeof text - (size_t)n, "%s", what);
+    for (long k = g < 0 ? 0 : g; k <= g + 1; k++) {
+        snprintf(scope, sizeof scope, "init.%ld", k);
+        if (hvd__kv_store_put(hvd__kv_server_store(job->server), scope, HVD_KV_ABORT_KEY, text,
+                              strlen(text)) != HVD_OK)
+            hvd__error_clear(); /* the ranks then meet their timeout, as before */
+    }
+}
 
 /* A non-zero exit of a rank we did not stop fails the job: stop the others. */
 static void on_exit_cb(void *arg, size_t id, int status, int stopped) {
@@ -42,6 +89,7 @@ static void on_exit_cb(void *arg, size_t id, int status, int stopped) {
         return;
     job->first_failed = (long)id;
     job->exit_code = code;
+    abort_check_in(job, slot, status);
     if (job->n > 1)
         hvd__workers_say(job->workers,
                          "Terminating remaining workers after failure of Process %d.\n",
@@ -55,7 +103,13 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
         return hvd__error_set(HVD_ERR_INVALID_ARG, "nothing to launch: the slot plan is empty");
     if (!cfg->command || !cfg->command[0] || !cfg->command[0][0])
         return hvd__error_set(HVD_ERR_INVALID_ARG, "nothing to launch: no command");
-    job_t job = {.n = cfg->plan->count, .first_failed = -1, .err_fd = cfg->err_fd};
+    job_t job = {.n = cfg->plan->count,
+                 .first_failed = -1,
+                 .err_fd = cfg->err_fd,
+                 .server = cfg->server,
+                 .latest_init = -1};
+    if (job.server)
+        hvd__kv_server_watch(job.server, on_store_put, &job);
     hvd_workers_config_t wc = {.command = cfg->command,
                                .exports = cfg->exports,
                                .secret = cfg->secret,
@@ -74,8 +128,11 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
                                .on_exit = on_exit_cb,
                                .arg = &job};
     hvd_status_t st = hvd__workers_create(&wc, &job.workers);
-    if (st != HVD_OK)
+    if (st != HVD_OK) {
+        if (job.server)
+            hvd__kv_server_watch(job.server, NULL, NULL);
         return st;
+    }
 
     /* Start every rank, looking at events now and then: a local rank under a middleman of
      * its own, every rank of a remote host through one ssh session (in plan order). */
@@ -143,6 +200,8 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
         }
         *exit_code_p = job.first_failed >= 0 ? job.exit_code : sig ? 128 + sig : 0;
     }
+    if (job.server)
+        hvd__kv_server_watch(job.server, NULL, NULL);
     hvd__workers_destroy(job.workers);
     return st;
 }

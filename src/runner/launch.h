@@ -7,6 +7,7 @@
 #include <hvd/types.h>
 
 #include "crypto/secret.h"
+#include "rendezvous/kv_server.h"
 #include "runner/env_list.h"
 #include "runner/hosts.h"
 #include "runner/ssh.h"
@@ -42,6 +43,10 @@ typedef struct {
     int out_fd, err_fd; /* where tagged output goes (normally 1 and 2); the
                            launcher's own messages go to err_fd, --verbose
                            command lines to out_fd */
+    /* The job's rendezvous store, or NULL. When a rank fails, its cause goes into the check-in
+     * scopes the ranks wait in (init.<g>/abort, kv_protocol.h), so that ranks still waiting
+     * for it fail at once with that cause instead of at their rendezvous timeout. */
+    hvd_kv_server_t *server;
 } hvd_launch_config_t;
 
 /* Run the job to completion; blocks until every rank's middleman has been reaped and its

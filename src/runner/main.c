@@ -545,7 +545,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                   .remote_exe = exe,
                                   .cwd = cwd,
                                   .out_fd = STDOUT_FILENO,
-                                  .err_fd = STDERR_FILENO};
+                                  .err_fd = STDERR_FILENO,
+                                  .server = server};
         fflush(stdout);
         st = hvd__launch_run(&lc, &code);
     }
