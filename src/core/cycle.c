@@ -154,8 +154,8 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
     if (e->uncached.n || e->join_unsent)
         m.flags |= HVD_CYC_UNCACHED;
     if (e->shutdown_requested) {
-        m.flags |= HVD_CYC_SHUTDOWN;
-        m.reason = "hvd_shutdown was called";
+        m.flags |= HVD_CYC_SHUTDOWN | (e->exiting ? HVD_CYC_EXITING : 0);
+        m.reason = e->exiting ? "exited without calling hvd_shutdown" : "hvd_shutdown was called";
         m.reason_len = (uint16_t)strlen(m.reason);
     }
     if (p) {
@@ -686,15 +686,26 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
     }
     if (shut_rank >= 0) {
         char msg[512];
+        /* a peer whose program ended without hvd_shutdown is lost to the job, not shut down */
+        int exited = (e->msgs[shut_rank].flags & HVD_CYC_EXITING) != 0;
+        hvd_status_t why = exited && shut_rank != g->rank ? HVD_ERR_PEER_LOST : HVD_ERR_SHUT_DOWN;
         if (shut_rank == g->rank)
-            snprintf(msg, sizeof msg, "hvd_shutdown was called on rank %d", g->rank);
+            snprintf(msg, sizeof msg, "%s on rank %d",
+                     exited ? "the program exited without calling hvd_shutdown"
+                            : "hvd_shutdown was called",
+                     g->rank);
+        else if (exited)
+            snprintf(msg, sizeof msg,
+                     "rank %d (%s) exited without calling hvd_shutdown (its program ended while "
+                     "this rank still ran collectives)",
+                     shut_rank, host_of(e, shut_rank));
         else
             snprintf(msg, sizeof msg,
                      "rank %d (%s) has shut down (it called hvd_shutdown), so no collective can "
                      "run any more; call hvd_shutdown here too",
                      shut_rank, host_of(e, shut_rank));
-        hvd__engine_fail(e, HVD_ERR_SHUT_DOWN, msg, 0);
-        return HVD_ERR_SHUT_DOWN;
+        hvd__engine_fail(e, why, msg, 0);
+        return hvd__error_set(why, "%s", msg);
     }
     return HVD_OK;
 }

@@ -425,7 +425,7 @@ void hvd__engine_interrupt(hvd_engine_t *e, hvd_status_t status, const char *mes
     wake_thread(e);
 }
 
-void hvd__engine_stop(hvd_engine_t *e) {
+static void stop(hvd_engine_t *e, int exiting) {
     stop_thread(e);
     pthread_mutex_lock(&e->prog_lock);
     /* Interrupted: the round is over and its peers may be gone, so there is no last cycle
@@ -436,6 +436,7 @@ void hvd__engine_stop(hvd_engine_t *e) {
         /* One last cycle carries the shutdown flag to every rank; the cycle itself fails
          * the engine with HVD_ERR_SHUT_DOWN once it has run what was agreed. */
         e->shutdown_requested = 1;
+        e->exiting = exiting;
         e->in_background = 0;
         if (e->ctx->tp)
             e->ctx->tp->quiet = 1;
@@ -443,10 +444,21 @@ void hvd__engine_stop(hvd_engine_t *e) {
         if (e->ctx->tp)
             e->ctx->tp->quiet = 0;
         char msg[256];
-        snprintf(msg, sizeof msg, "hvd_shutdown was called on rank %d", e->ctx->global.rank);
+        snprintf(msg, sizeof msg, "%s on rank %d",
+                 exiting ? "the program exited without calling hvd_shutdown"
+                         : "hvd_shutdown was called",
+                 e->ctx->global.rank);
         hvd__engine_fail(e, HVD_ERR_SHUT_DOWN, msg, 0);
     }
     pthread_mutex_unlock(&e->prog_lock);
+}
+
+void hvd__engine_stop(hvd_engine_t *e) {
+    stop(e, 0);
+}
+
+void hvd__engine_exit(hvd_engine_t *e) {
+    stop(e, 1);
 }
 
 void hvd__engine_destroy(hvd_engine_t *e) {

@@ -50,6 +50,9 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p);
  * fail what is pending with HVD_ERR_SHUT_DOWN and stop the thread. Idempotent; safe while
  * other threads wait. */
 void hvd__engine_stop(hvd_engine_t *e);
+/* The same for a process that exits without hvd_shutdown: the last cycle tells the other
+ * ranks so (they fail with HVD_ERR_PEER_LOST saying this rank exited without it). */
+void hvd__engine_exit(hvd_engine_t *e);
 /* From any thread, while calls may be waiting in the engine (the elastic agent, when the
  * driver ends the round): make every pending handle and blocking call, and every later one,
  * fail promptly with status and message, as a failed cycle does (the transport is

@@ -103,6 +103,7 @@ struct hvd_engine {
     hvd_entry_t *join_entry; /* this rank's pending join */
     int joined, join_unsent, last_joined;
     int shutdown_requested;
+    int exiting;  /* with shutdown_requested: the process exits without hvd_shutdown */
     uint8_t *msg; /* this rank's encoded cycle message */
     size_t msg_cap;
     uint8_t *words; /* hit and invalid words of this rank, and the combined ones */

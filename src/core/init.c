@@ -870,6 +870,34 @@ hvd_status_t hvd_init(void) {
     return hvd_init_ex(NULL);
 }
 
+/* A program that ends (exit, or a return from main) while initialised, without
+ * hvd_shutdown: tell the other ranks in one last cycle, so that their collectives fail saying
+ * so instead of with a bare lost connection. Only in the process that initialised: a forked
+ * child that exits has no engine thread and must not speak for its parent. If another thread
+ * is initialising or shutting down right now, that thread's work stands. */
+static pid_t init_pid;
+static void exit_without_shutdown(void) {
+    if (getpid() != init_pid || pthread_mutex_trylock(&life_lock) != 0)
+        return;
+    pthread_mutex_lock(&ctx_lock);
+    hvd_engine_t *e = ctx.initialized ? ctx.engine : NULL;
+    int rank = ctx.params.rank;
+    pthread_mutex_unlock(&ctx_lock);
+    if (e) {
+        HVD_LOG_W("rank %d: the program is exiting without hvd_shutdown; telling the other ranks",
+                  rank);
+        hvd__engine_exit(e);
+    }
+    pthread_mutex_unlock(&life_lock);
+}
+
+static void watch_exit(void) {
+    static int registered;
+    init_pid = getpid();
+    if (!registered && atexit(exit_without_shutdown) == 0)
+        registered = 1;
+}
+
 hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
     pthread_mutex_lock(&life_lock);
     pthread_rwlock_wrlock(&use_lock);
@@ -891,9 +919,10 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
                                            "first)");
     } else {
         st = init_locked();
-        if (st == HVD_OK)
+        if (st == HVD_OK) {
             ctx.initialized = 1;
-        else if (ctx.elastic && st == HVD_ERR_SHUT_DOWN) /* removed or stopped: expected */
+            watch_exit();
+        } else if (ctx.elastic && st == HVD_ERR_SHUT_DOWN) /* removed or stopped: expected */
             HVD_LOG_I("hvd_init: %s", hvd_last_error());
         else if (ctx.elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT) &&
                  !hvd__elastic_rdv_failed()) /* the round failed as it formed: recoverable */
