@@ -1,0 +1,28 @@
+# The fault matrix (tests/faults/test_matrix.sh says what each row checks): one test per role,
+# phase and fault, each a job of tests/faults/fault_worker under the real horovodrun.
+add_executable(fault_worker tests/faults/fault_worker.c)
+target_link_libraries(fault_worker PRIVATE hvd)
+set_target_properties(fault_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+
+# faults.<role>.<phase>.<fault>: each row a test of its own (tests/faults/test_matrix.sh)
+set(HVD_FAULT_ROWS)
+foreach(role rank rank0)
+  foreach(phase init small large negotiate shutdown)
+    foreach(fault kill stop)
+      list(APPEND HVD_FAULT_ROWS "${role} ${phase} ${fault}")
+    endforeach()
+  endforeach()
+  list(APPEND HVD_FAULT_ROWS "${role} small exit0" "${role} negotiate exit0")
+endforeach()
+foreach(phase init small)
+  foreach(fault kill stop)
+    list(APPEND HVD_FAULT_ROWS "horovodrun ${phase} ${fault}")
+  endforeach()
+endforeach()
+foreach(row ${HVD_FAULT_ROWS})
+  separate_arguments(args UNIX_COMMAND "${row}")
+  string(REPLACE " " "." name "${row}")
+  add_test(NAME faults.${name} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/faults/test_matrix.sh ${args})
+  set_tests_properties(faults.${name} PROPERTIES TIMEOUT 120 LABELS faults
+    ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endforeach()

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# One row of the fault matrix: test_matrix.sh ROLE PHASE FAULT, a job of tests/faults/fault_worker
+# (3 ranks on loopback, HOROVOD_GLOO_TIMEOUT_SECONDS=2) under the real horovodrun.
+#
+#   ROLE   rank (rank 1 is hit), rank0 (the coordinator is hit), horovodrun (the launcher with
+#          its rendezvous store is hit; in its init row the last rank checks in 2 s late, so
+#          that the others wait in their check-in while it is hit)
+#   PHASE  init (the others wait in their check-in), small / large (8-byte / 16 MiB allreduces),
+#          negotiate (64 named tensors at a time), shutdown (every rank is in hvd_shutdown)
+#   FAULT  kill (SIGKILL), stop (SIGSTOP, SIGCONT once the others have reported), exit0 (the
+#          rank returns 0 early without hvd_shutdown)
+#
+# What must happen:
+#   a rank killed, or exited early: every other rank fails with HVD_ERR_PEER_LOST within 2 s,
+#     with a message naming the rank (and, for exit0, that it exited without hvd_shutdown);
+#     its next collective fails the same way at once, and hvd_shutdown returns;
+#   a rank stopped: every other rank fails with HVD_ERR_TIMEOUT between the timeout - 1 s and
+#     the timeout + 1 s, naming the rank;
+#   in hvd_shutdown: the others' hvd_shutdown returns HVD_OK within 2 s (kill) or the
+#     timeout + 1 s (stop): the victim is not needed any more;
+#   horovodrun stopped: the collectives keep going while it is stopped, and the job finishes
+#     with every rank right after SIGCONT; horovodrun killed: every rank is gone within 10 s;
+#   in every row: horovodrun ends, and no process of the job is left 10 s later.
+# The ranks ignore SIGTERM (horovodrun's way of ending the others once one failed), so what
+# they report is the library's doing. The measured times are printed (the README's table).
+source "$(dirname "$0")/../e2e/lib.sh"
+
+role=${1:?role} phase=${2:?phase} fault=${3:?fault}
+W="$HVD_BUILD_DIR/tests/fault_worker"
+[[ -x $W ]] || fail "$W was not built"
+# the rows of a rank measure against the timeout; those of horovodrun must not meet it
+T=2 np=3
+[[ $role == horovodrun ]] && T=10
+export HOROVOD_GLOO_TIMEOUT_SECONDS=$T
+dir=$TMP/job
+mkdir -p "$dir"
+JOB=
+
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  set +e
+  [[ -n $JOB ]] && kill -CONT "$JOB" 2>/dev/null
+  local p
+  for p in $(pgrep -f -- "$dir"); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  [[ -n "${KEEP_TMP:-}" ]] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+field() { sed -n "s/^$2=//p" "$1" | head -1; }
+victim_field() { sed -n "s/.*\\b$1=\\([0-9]*\\).*/\\1/p" "$dir/victim"; } # pid, t_ns
+ms_between() { echo $((($2 - $1) / 1000000)); }
+start_job() { # worker arguments
+  timeout -k 5 90 "$HVDRUN" -np $np "$W" --dir "$dir" "$@" >"$TMP/out" 2>"$TMP/err" &
+  JOB=$!
+}
+finish_job() { # DEADLINE_S: wait for horovodrun; sets RC, OUT, ERR
+  wait_until "$1" eval '! kill -0 $JOB 2>/dev/null' || fail "horovodrun still runs after $1 s:
+$(cat "$TMP/out" "$TMP/err")"
+  set +e
+  wait "$JOB"
+  RC=$?
+  set -e
+  JOB=
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}
+nothing_left() { # within 10 s no process of the job is left
+  wait_until 10 eval '[[ -z "$(pgrep -f -- "$dir")" ]]' ||
+    fail "processes of the job left 10 s after it ended: $(pgrep -af -- "$dir")"
+  ok "nothing left"
+}
+ok() { echo "ok   $*"; }
+progress() { # the iterations all ranks reported so far
+  local r n sum=0
+  for ((r = 0; r < np; r++)); do
+    n=$(cat "$dir/progress.$r" 2>/dev/null || true)
+    sum=$((sum + ${n:-0}))
+  done
+  echo "$sum"
+}
+have_all() { # NAME: DIR/NAME.R exists for every rank but the victim
+  local r
+  for ((r = 0; r < np; r++)); do
+    [[ ${victim:--1} -eq $r ]] || [[ -s $dir/$1.$r ]] || return 1
+  done
+}
+
+# ---- a rank is hit -------------------------------------------------------------------------
+rank_row() {
+  victim=$1
+  local sig=$fault
+  start_job --phase "$phase" --victim "$victim" --signal "$sig"
+  if [[ $fault == stop ]]; then
+    wait_until $((T + 20)) have_all rank || fail "the others did not report within $((T + 20)) s:
+$(cat "$TMP/out" "$TMP/err")"
+    local vpid
+    vpid=$(victim_field pid)
+    kill -CONT "$vpid" 2>/dev/null || true # horovodrun may have ended it already
+  fi
+  finish_job 30
+  [[ -f $dir/victim ]] || fail "the victim never struck:
+$OUT
+$ERR"
+  local t_fault r want min max
+  t_fault=$(victim_field t_ns)
+  if [[ $phase == shutdown ]]; then
+    want=HVD_OK min=0 max=2000
+    [[ $fault == stop ]] && max=$(((T + 1) * 1000))
+  elif [[ $fault == stop ]]; then
+    want=HVD_ERR_TIMEOUT min=$(((T - 1) * 1000)) max=$(((T + 1) * 1000))
+  else
+    want=HVD_ERR_PEER_LOST min=0 max=2000
+  fi
+  for ((r = 0; r < np; r++)); do
+    ((r == victim)) && continue
+    local f=$dir/rank.$r st msg took
+    [[ -f $f ]] || fail "rank $r wrote no report:
+$OUT
+$ERR"
+    st=$(field "$f" status)
+    msg=$(field "$f" msg)
+    [[ $st == "$want" ]] || fail "rank $r: $st, expected $want: $msg"
+    if [[ $phase == shutdown ]]; then
+      # how long its hvd_shutdown took, whenever the victim was hit
+      took=$(ms_between "$(field "$f" call_ns)" "$(field "$f" err_ns)")
+    else
+      took=$(ms_between "$t_fault" "$(field "$f" err_ns)")
+      [[ $msg =~ ranks?\ $victim([^0-9]|$) ]] || fail "rank $r: the message does not name rank $victim: $msg"
+      if [[ $fault == exit0 ]]; then
+        [[ $msg == *"exited without calling hvd_shutdown"* ]] || fail "rank $r: the message does not say rank $victim exited without hvd_shutdown: $msg"
+      fi
+    fi
+    ((took >= min && took <= max)) || fail "rank $r: $st after $took ms, expected $min..$max ms: $msg"
+    if [[ $phase != init && $phase != shutdown ]]; then
+      [[ $(field "$f" second) == "$want" ]] || fail "rank $r: the next collective returned $(field "$f" second), not $want"
+      local sms
+      sms=$(field "$f" shutdown_ms)
+      [[ -n $sms ]] && ((${sms%.*} < 3000)) || fail "rank $r: hvd_shutdown took '$sms' ms after $want"
+    fi
+    echo "row $role/$phase/$fault: rank $r: $st after $took ms: $msg"
+  done
+  if [[ $fault == kill ]]; then
+    [[ $ERR == *"rank $victim (host "*") was the first to fail: killed by signal 9"* ]] ||
+      fail "horovodrun does not name rank $victim as the first to fail:
+$ERR"
+  fi
+  [[ $RC -ne 0 || $phase == shutdown ]] || fail "horovodrun exited 0 after rank $victim's $fault"
+  nothing_left
+}
+
+# ---- horovodrun is hit ---------------------------------------------------------------------
+launcher_row() {
+  victim=-1
+  local args=(--phase "$phase" --signal none --seconds 4)
+  [[ $phase == init ]] && args=(--phase small --signal none --seconds 1 --init-delay 2)
+  start_job "${args[@]}"
+  if [[ $phase == init ]]; then # ranks 0 and 1 in their check-in, rank 2 not yet there
+    wait_until 20 have_all pid || fail "the ranks did not start"
+    sleep 0.5
+  else
+    wait_until 20 have_all loop || fail "the ranks did not reach their loop: $(cat "$TMP/err")"
+  fi
+  local t0=$SECONDS
+  if [[ $fault == kill ]]; then
+    kill -KILL "$JOB"
+    wait_until 10 eval '[[ -z "$(pgrep -f -- "$dir")" ]]' ||
+      fail "ranks left 10 s after horovodrun was killed: $(pgrep -af -- "$dir")"
+    ok "every rank gone $((SECONDS - t0)) s after horovodrun was killed"
+    set +e
+    wait "$JOB"
+    set -e
+    JOB=
+    return
+  fi
+  kill -STOP "$JOB"
+  if [[ $phase != init ]]; then
+    local before after r
+    before=$(progress)
+    sleep 2
+    after=$(progress)
+    ((after > before)) || fail "no collective ran while horovodrun was stopped ($before -> $after iterations)"
+    ok "collectives went on while horovodrun was stopped ($before -> $after iterations in 2 s)"
+  else
+    sleep 1
+  fi
+  kill -CONT "$JOB"
+  finish_job 40
+  [[ $RC -eq 0 ]] || fail "the job failed after horovodrun was stopped and continued (exit $RC):
+$OUT
+$ERR"
+  for ((r = 0; r < np; r++)); do
+    [[ $(field "$dir/rank.$r" status) == HVD_OK ]] || fail "rank $r: $(cat "$dir/rank.$r")"
+  done
+  ok "the job finished after SIGCONT, every rank HVD_OK"
+  nothing_left
+}
+
+case $role in
+rank) rank_row 1 ;;
+rank0) rank_row 0 ;;
+horovodrun) launcher_row ;;
+*) fail "unknown role $role" ;;
+esac
+echo "test_matrix $role $phase $fault: passed"
