@@ -15,6 +15,7 @@
  * nobody is hit; every rank runs the phase's loop for --seconds (default 4, rank 0 decides
  * when to stop) and ends normally; the test then signals horovodrun itself.
  *
+ * --op allgather: the small and large phases run allgathers (of that size per rank) instead.
  * --init-delay S: the last rank sleeps S seconds before hvd_init (the others wait for it in
  * their check-in).
  *
@@ -47,7 +48,8 @@ static struct {
     const char *dir;
     int phase, victim, after, timeout, sig; /* sig: SIGKILL, SIGSTOP, 0 (exit0) or -1 (none) */
     double seconds, init_delay;
-} opt = {NULL, PH_SMALL, -1, 3, 0, SIGKILL, 4, 0};
+    int allgather; /* --op allgather: the loop phases run allgathers */
+} opt = {NULL, PH_SMALL, -1, 3, 0, SIGKILL, 4, 0, 0};
 
 static int g_rank = -1;
 
@@ -134,7 +136,8 @@ static hvd_status_t init(void) {
 
 static hvd_status_t one_round(float *a, float *b, size_t count) {
     if (opt.phase != PH_NEGOTIATE)
-        return hvd_allreduce(a, b, count, HVD_FLOAT32, HVD_SUM);
+        return opt.allgather ? hvd_allgather(a, count, b, HVD_FLOAT32)
+                             : hvd_allreduce(a, b, count, HVD_FLOAT32, HVD_SUM);
     hvd_handle_t h[NAMED];
     hvd_status_t first = HVD_OK;
     int n = 0;
@@ -232,7 +235,8 @@ static int run(void) {
     if (opt.victim >= size)
         die("--victim %d: the job has %d ranks", opt.victim, size);
     size_t count = opt.phase == PH_LARGE ? (size_t)4 << 20 : opt.phase == PH_SMALL ? 2 : 16 * NAMED;
-    float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b);
+    float *a = malloc(count * sizeof *a),
+          *b = malloc(count * sizeof *b * (opt.allgather ? (size_t)size : 1));
     if (!a || !b)
         die("out of memory");
     for (size_t i = 0; i < count; i++)
@@ -309,7 +313,7 @@ static int run(void) {
 static void usage(void) {
     fprintf(stderr, "usage: fault_worker --dir DIR --phase init|small|large|negotiate|shutdown\n"
                     "  [--victim R] [--signal kill|stop|exit0|none] [--after K] [--seconds S]\n"
-                    "  [--timeout S] [--init-delay S]\n");
+                    "  [--timeout S] [--init-delay S] [--op allreduce|allgather]\n");
     exit(2);
 }
 
@@ -347,6 +351,8 @@ int main(int argc, char **argv) {
             opt.timeout = atoi(v);
         else if (!strcmp(a, "--init-delay"))
             opt.init_delay = atof(v);
+        else if (!strcmp(a, "--op") && (!strcmp(v, "allreduce") || !strcmp(v, "allgather")))
+            opt.allgather = !strcmp(v, "allgather");
         else
             usage();
     }

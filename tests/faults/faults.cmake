@@ -26,3 +26,15 @@ foreach(row ${HVD_FAULT_ROWS})
   set_tests_properties(faults.${name} PROPERTIES TIMEOUT 120 LABELS faults
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
+# a rank killed mid-allgather: in one host's arena, and hierarchically across two pseudo-hosts
+# (TCP between them, then each host's arena)
+add_test(NAME faults.rank.large_allgather.kill
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/faults/test_matrix.sh rank large kill)
+add_test(NAME faults.rank.large_allgather_2hosts.kill
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/faults/test_matrix.sh rank large kill)
+set_tests_properties(faults.rank.large_allgather.kill faults.rank.large_allgather_2hosts.kill
+  PROPERTIES TIMEOUT 120 LABELS faults)
+set_tests_properties(faults.rank.large_allgather.kill PROPERTIES ENVIRONMENT
+  "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};FAULT_OP=allgather;FAULT_NP=4")
+set_tests_properties(faults.rank.large_allgather_2hosts.kill PROPERTIES ENVIRONMENT
+  "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};FAULT_OP=allgather;FAULT_NP=4;FAULT_HOSTS=127.0.0.1:2,127.0.0.2:2;HOROVOD_HIERARCHICAL_ALLGATHER=1")

@@ -23,14 +23,20 @@
 #   in every row: horovodrun ends, and no process of the job is left 10 s later.
 # The ranks ignore SIGTERM (horovodrun's way of ending the others once one failed), so what
 # they report is the library's doing. The measured times are printed (the README's table).
+#
+# FAULT_NP (default 3), FAULT_HOSTS (a -H list: pseudo-hosts 127.0.0.x) and FAULT_OP
+# (allreduce, or allgather for the loop phases) vary the job; the victim is then rank
+# FAULT_NP - 2 for role rank.
 source "$(dirname "$0")/../e2e/lib.sh"
 
 role=${1:?role} phase=${2:?phase} fault=${3:?fault}
 W="$HVD_BUILD_DIR/tests/fault_worker"
 [[ -x $W ]] || fail "$W was not built"
 # the rows of a rank measure against the timeout; those of horovodrun must not meet it
-T=2 np=3
+T=2 np=${FAULT_NP:-3}
 [[ $role == horovodrun ]] && T=10
+hosts=()
+[[ -n ${FAULT_HOSTS:-} ]] && hosts=(-H "$FAULT_HOSTS")
 export HOROVOD_GLOO_TIMEOUT_SECONDS=$T
 dir=$TMP/job
 mkdir -p "$dir"
@@ -50,7 +56,8 @@ field() { sed -n "s/^$2=//p" "$1" | head -1; }
 victim_field() { sed -n "s/.*\\b$1=\\([0-9]*\\).*/\\1/p" "$dir/victim"; } # pid, t_ns
 ms_between() { echo $((($2 - $1) / 1000000)); }
 start_job() { # worker arguments
-  timeout -k 5 90 "$HVDRUN" -np $np "$W" --dir "$dir" "$@" >"$TMP/out" 2>"$TMP/err" &
+  timeout -k 5 90 "$HVDRUN" -np "$np" "${hosts[@]}" "$W" --dir "$dir" --op "${FAULT_OP:-allreduce}" "$@" \
+    >"$TMP/out" 2>"$TMP/err" &
   JOB=$!
 }
 finish_job() { # DEADLINE_S: wait for horovodrun; sets RC, OUT, ERR
@@ -196,7 +203,7 @@ $ERR"
 }
 
 case $role in
-rank) rank_row 1 ;;
+rank) rank_row $((np - 2)) ;;
 rank0) rank_row 0 ;;
 horovodrun) launcher_row ;;
 *) fail "unknown role $role" ;;

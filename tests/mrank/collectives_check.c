@@ -12,11 +12,6 @@
  *   check       (default) every collective x dtype x op x count, in place and out of place,
  *               argument errors, mismatches between ranks, calls outside init/shutdown.
  *   reinit      hvd_init / allreduce / hvd_shutdown repeated (--iters, default 100).
- *   kill-victim rank --victim SIGKILLs itself in the middle of an allreduce (--fault-op
- *               allgather: an allgather) after --after iterations; the others record the
- *               status and time of their failing call in --dir/rank.R, the victim its time
- *               of death in --dir/victim.
- *   stop-victim the same with SIGSTOP (the test script SIGCONTs it afterwards).
  *   soak        write --dir/pid.R, wait for --dir/go, then run checked collectives for
  *               --seconds (a test script meanwhile pesters the data-plane ports).
  *
@@ -74,10 +69,6 @@ static struct {
     int ncounts;
     size_t max_count;
     const char *dir;
-    int victim;
-    int after;
-    size_t fault_count;
-    int fault_allgather; /* --fault-op allgather */
     double seconds;
     int iters;
 } opt;
@@ -1635,132 +1626,6 @@ static int mode_reinit(void) {
     return g_fail ? 1 : 0;
 }
 
-/* ---- fault modes -------------------------------------------------------------------- */
-
-static char g_fault_path[512];
-static int g_fault_sig;
-
-static size_t fmt_ll(char *p, long long v) {
-    char tmp[32];
-    size_t n = 0, k = 0;
-    if (v < 0) {
-        p[k++] = '-';
-        v = -v;
-    }
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        p[k++] = tmp[--n];
-    return k;
-}
-
-/* Runs in the middle of the victim's allreduce: record the time, then die (or stop). */
-static void on_alarm(int sig) {
-    (void)sig;
-    char buf[128];
-    size_t k = 0;
-    memcpy(buf, "pid=", 4);
-    k = 4;
-    k += fmt_ll(buf + k, (long long)getpid());
-    memcpy(buf + k, " t_ns=", 6);
-    k += 6;
-    k += fmt_ll(buf + k, real_ns());
-    buf[k++] = '\n';
-    int fd = open(g_fault_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-        ssize_t wr = write(fd, buf, k);
-        (void)wr;
-        close(fd);
-    }
-    raise(g_fault_sig);
-}
-
-static int mode_fault(int sig) {
-    if (!opt.dir)
-        die("--mode %s needs --dir", opt.mode);
-    /* horovodrun ends the others with SIGTERM as soon as the victim dies: the survivors
-     * ignore it so that what they report is the library's doing, not the launcher's */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    hvd_status_t s = init();
-    if (s != HVD_OK)
-        die("hvd_init: %s: %s", hvd_status_str(s), hvd_last_error());
-    g_rank = hvd_rank();
-    g_size = hvd_size();
-    int victim = opt.victim >= 0 ? opt.victim : g_size - 1;
-    size_t count = opt.fault_count ? opt.fault_count : (size_t)1 << 20;
-    float *a = malloc(count * 4), *b = malloc(count * 4 * (opt.fault_allgather ? g_size : 1));
-    if (!a || !b)
-        die("out of memory");
-    for (size_t i = 0; i < count; i++)
-        a[i] = (float)(i % 7);
-    if (g_rank == victim) {
-        snprintf(g_fault_path, sizeof g_fault_path, "%s/victim", opt.dir);
-        g_fault_sig = sig;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGALRM, &sa, NULL);
-    }
-    long long t_call = 0, t_err = 0;
-    int it;
-    double deadline = now_s() + 60;
-    for (it = 0; now_s() < deadline; it++) {
-        if (g_rank == victim && it == opt.after) {
-            /* strike a few milliseconds into this allreduce */
-            struct itimerval tv = {{0, 0}, {0, 3000}};
-            setitimer(ITIMER_REAL, &tv, NULL);
-        }
-        t_call = real_ns();
-        s = opt.fault_allgather ? hvd_allgather(a, count, b, HVD_FLOAT32)
-                                : hvd_allreduce(a, b, count, HVD_FLOAT32, HVD_SUM);
-        if (s != HVD_OK) {
-            t_err = real_ns();
-            break;
-        }
-    }
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", s != HVD_OK ? hvd_last_error() : "");
-    for (char *p = msg; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-    if (g_rank == victim) {
-        /* a stopped victim continues here after SIGCONT: its peers are gone */
-        printf("victim rank %d resumed: %s %s\n", g_rank, hvd_status_str(s), msg);
-        hvd_shutdown();
-        free(a);
-        free(b);
-        return 0;
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/rank.%d", opt.dir, g_rank);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        die("cannot write %s", path);
-    fprintf(f, "status=%s\ncall_ns=%lld\nerr_ns=%lld\niter=%d\nmsg=%s\n",
-            s != HVD_OK ? hvd_status_str(s) : "NO_ERROR", t_call, t_err, it, msg);
-    fflush(f);
-    /* the failure is sticky: the next collective fails at once with the same cause */
-    double t1 = now_s();
-    int32_t x = 1, y = 0;
-    hvd_status_t s2 = hvd_allreduce(&x, &y, 1, HVD_INT32, HVD_SUM);
-    fprintf(f, "second=%s\nsecond_ms=%.1f\n", hvd_status_str(s2), (now_s() - t1) * 1e3);
-    fflush(f);
-    t1 = now_s();
-    hvd_status_t s3 = hvd_shutdown();
-    fprintf(f, "shutdown=%s\nshutdown_ms=%.1f\n", hvd_status_str(s3), (now_s() - t1) * 1e3);
-    fclose(f);
-    printf("rank %d: %s after %d iterations: %s\n", g_rank,
-           s != HVD_OK ? hvd_status_str(s) : "NO_ERROR", it, msg);
-    fflush(stdout);
-    free(a);
-    free(b);
-    return s != HVD_OK ? 0 : 1;
-}
-
 static int file_exists(const char *dir, const char *name) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -1847,12 +1712,12 @@ static unsigned parse_names(const char *list, int kind) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: collectives_check [--mode check|reinit|kill-victim|stop-victim|soak]\n"
+            "usage: collectives_check [--mode check|reinit|soak]\n"
             "  [--quick] [--big] [--keep-going] [--verbose] [--timeout S]\n"
             "  [--dtypes a,b] [--ops sum,average,min,max,product,adasum]\n"
             "  [--colls allreduce,ex,reducescatter,allgather,allgatherv,alltoall,broadcast,\n"
             "           barrier,errors,mismatch] [--counts 0,1,...] [--max-count N]\n"
-            "  [--dir DIR] [--victim R] [--after K] [--count N] [--fault-op allreduce|allgather]\n"
+            "  [--dir DIR]\n"
             "  [--seconds S] [--iters N]\n");
     exit(2);
 }
@@ -1862,8 +1727,6 @@ int main(int argc, char **argv) {
     opt.mode = "check";
     opt.dtype_mask = opt.op_mask = opt.coll_mask = ~0u;
     opt.max_count = (size_t)-1;
-    opt.victim = -1;
-    opt.after = 3;
     const char *counts = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1893,18 +1756,7 @@ int main(int argc, char **argv) {
             opt.max_count = strtoull(VAL(), NULL, 10);
         else if (!strcmp(a, "--dir"))
             opt.dir = VAL();
-        else if (!strcmp(a, "--victim"))
-            opt.victim = atoi(VAL());
-        else if (!strcmp(a, "--after"))
-            opt.after = atoi(VAL());
-        else if (!strcmp(a, "--count"))
-            opt.fault_count = strtoull(VAL(), NULL, 10);
-        else if (!strcmp(a, "--fault-op")) {
-            const char *op = VAL();
-            if (strcmp(op, "allreduce") && strcmp(op, "allgather"))
-                die("--fault-op: allreduce or allgather, not '%s'", op);
-            opt.fault_allgather = !strcmp(op, "allgather");
-        } else if (!strcmp(a, "--seconds"))
+        else if (!strcmp(a, "--seconds"))
             opt.seconds = atof(VAL());
         else if (!strcmp(a, "--iters"))
             opt.iters = atoi(VAL());
@@ -1929,10 +1781,6 @@ int main(int argc, char **argv) {
         return mode_check();
     if (!strcmp(opt.mode, "reinit"))
         return mode_reinit();
-    if (!strcmp(opt.mode, "kill-victim"))
-        return mode_fault(SIGKILL);
-    if (!strcmp(opt.mode, "stop-victim"))
-        return mode_fault(SIGSTOP);
     if (!strcmp(opt.mode, "soak"))
         return mode_soak();
     usage();
