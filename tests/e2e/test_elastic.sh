@@ -150,6 +150,66 @@ scenario_straggler() {
   expect_contains "straggler: the job went on alone" "$OUT" "size 1 "
 }
 
+# Rows of the fault matrix (tests/faults/faults.cmake runs each alone; not in the default
+# list). The driver is horovodrun itself: $JOB is the timeout wrapping it.
+driver_pid() { pgrep -P "$JOB" -x horovodrun; }
+job_procs() { pgrep -f -- "$TMP/never" || true; } # every worker carries --stop-file $TMP/never
+
+# The driver stopped mid-training: the workers train on meanwhile (their output waits in the
+# pipes), and the job completes exactly after SIGCONT.
+scenario_driver_stop() {
+  set_hosts 127.0.0.1:1 127.0.0.2:1 127.0.0.3:1
+  start_job --host-discovery-script "$DISCOVER" -np 3 --min-np 2 "$WORKER" --steps 200 \
+    "${ARGS[@]}" --stop-file "$TMP/never"
+  wait_until 30 commit_at_least 4 || fail "driver stop: no progress: $(cat "$TMP/err")"
+  local driver before
+  driver=$(driver_pid)
+  [[ -n $driver ]] || fail "driver stop: no horovodrun under $JOB"
+  before=$(last_commit)
+  kill -STOP "$driver"
+  sleep 3
+  kill -CONT "$driver"
+  wait_until 5 commit_at_least $((before + 15)) ||
+    fail "driver stop: the workers did not train while the driver was stopped (commit $before, then $(last_commit))"
+  echo "ok   commits $before -> $(last_commit) across the driver's 3 s stop"
+  expect_completed "driver stop" 200
+  expect_not_contains "driver stop: no failure" "$ERR" "failed:"
+}
+
+# The driver killed: every worker is gone within 10 s (each middleman sees its launcher go).
+scenario_driver_kill() {
+  set_hosts 127.0.0.1:1 127.0.0.2:1 127.0.0.3:1
+  start_job --host-discovery-script "$DISCOVER" -np 3 --min-np 2 "$WORKER" --steps 100000 \
+    "${ARGS[@]}" --stop-file "$TMP/never"
+  wait_until 30 commit_at_least 4 || fail "driver kill: no progress: $(cat "$TMP/err")"
+  [[ -n "$(job_procs)" ]] || fail "driver kill: no worker found by its --stop-file"
+  kill -KILL "$(driver_pid)"
+  local t0=$SECONDS
+  wait_until 10 eval '[[ -z "$(job_procs)" ]]' ||
+    fail "driver kill: workers left 10 s after the driver was killed: $(pgrep -af -- "$TMP/never")"
+  echo "ok   every worker gone $((SECONDS - t0)) s after the driver was killed"
+  finish_job
+}
+
+# A second worker killed while the world re-forms after the first one's death: the job
+# still completes exactly on the remaining hosts, and both failures are named.
+scenario_kill_in_reinit() {
+  set_hosts 127.0.0.1:1 127.0.0.2:1 127.0.0.3:1 127.0.0.4:1
+  start_job --host-discovery-script "$DISCOVER" -np 4 --min-np 2 "$WORKER" --steps 120 \
+    "${ARGS[@]}"
+  wait_until 30 commit_at_least 6 || fail "kill in reinit: no progress: $(cat "$TMP/err")"
+  local second
+  second=$(pid_of 2 127.0.0.3)
+  kill -KILL "$(pid_of 1 127.0.0.2)"
+  wait_until 10 saw "host 127.0.0.2, local rank 0) failed: killed by signal 9" ||
+    fail "kill in reinit: the first failure was not seen: $(cat "$TMP/err")"
+  kill -KILL "$second"
+  expect_completed "kill in reinit" 120
+  expect_contains "kill in reinit: the second failure is named" "$ERR" \
+    "host 127.0.0.3, local rank 0) failed: killed by signal 9"
+  expect_contains "kill in reinit: the job went on with two" "$OUT" "size 2 "
+}
+
 # 6. Every worker fails: the job stops with an error naming the first failure.
 scenario_all_fail() {
   set_hosts 127.0.0.1:1 127.0.0.2:1
@@ -222,8 +282,9 @@ scenario_hang() {
 
 only=${1:-}
 for s in add_host remove_host kill_worker kill_rank0 fixed_hosts stop straggler all_fail \
-  reset_limit cooldown malformed hang; do
-  [[ -z "$only" || "$only" == "$s" ]] || continue
+  reset_limit cooldown malformed hang driver_stop driver_kill kill_in_reinit; do
+  # the fault matrix's rows run only when asked for by name
+  [[ -z "$only" && $s != driver_* && $s != kill_in_reinit ]] || [[ "$only" == "$s" ]] || continue
   echo "--- $s"
   case $s in
   kill_worker) scenario_kill "kill worker" 1 127.0.0.2 ;;

@@ -38,3 +38,15 @@ set_tests_properties(faults.rank.large_allgather.kill PROPERTIES ENVIRONMENT
   "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};FAULT_OP=allgather;FAULT_NP=4")
 set_tests_properties(faults.rank.large_allgather_2hosts.kill PROPERTIES ENVIRONMENT
   "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};FAULT_OP=allgather;FAULT_NP=4;FAULT_HOSTS=127.0.0.1:2,127.0.0.2:2;HOROVOD_HIERARCHICAL_ALLGATHER=1")
+# elastic mode (tests/e2e/test_elastic.sh's matrix scenarios): the driver stopped and killed
+# mid-training, and a second worker killed while the world re-forms after the first's death
+foreach(row "elastic_driver.training.stop driver_stop" "elastic_driver.training.kill driver_kill"
+            "rank.elastic_reinit.kill kill_in_reinit")
+  separate_arguments(args UNIX_COMMAND "${row}")
+  list(GET args 0 name)
+  list(GET args 1 scenario)
+  add_test(NAME faults.${name}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/e2e/test_elastic.sh ${scenario})
+  set_tests_properties(faults.${name} PROPERTIES TIMEOUT 200 LABELS faults
+    ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endforeach()
