@@ -8,6 +8,8 @@
 #   5. strangers (garbage, a forged request with a wrong MAC, a recorded REGISTER replayed)
 #      sent to the driver during discovery from h3: rejected and logged with their address,
 #      the job unaffected
+#   5b. h3's task service SIGKILLed (the launch fails at once naming h3) and SIGSTOPped (it
+#      fails at --start-timeout naming h3) during discovery; nothing is left on any host
 #   6. the cache: a second identical launch skips the ssh check and discovery
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
@@ -138,6 +140,59 @@ macs=$(grep -c "rejected a message from 10.77.0.3:[0-9]*: bad MAC" <<<"$err" || 
 ((macs >= 2)) || fail "attack: the forged and the replayed request were not both rejected for their MAC: $err"
 grep -q "rank 2 of 3" "$TMP/out" || fail "attack: the job did not run: $(cat "$TMP/out")"
 ok "garbage, a forged request and a replayed REGISTER at the driver: all rejected and logged, job unaffected"
+
+# 5b. a task service killed, and stopped, during discovery (rows of the fault matrix) -----------
+# h3's task service starts 4 s late (an ssh wrapper); the test hits it as soon as it runs.
+# Either way the launch fails by --start-timeout, naming h3, and nothing is left on any host.
+# (ssh reports a remote command killed by a signal with its 255, as for a dropped connection,
+# so a killed task service is retried as the ssh check would retry it.)
+task_service_pid() { # on h3, not its ssh session's shell
+  local p
+  for p in $(ip netns pids "${HVD_NETBED_PREFIX}h3" 2>/dev/null); do
+    [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == horovodrun ]] &&
+      grep -q -- --internal-task-service "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+  done
+  return 0
+}
+mkdir -p "$TMP/latebin"
+cat >"$TMP/latebin/ssh" <<EOF
+#!/bin/bash
+case "\$*" in *" h3 "*internal-task-service*) sleep 4 ;; esac
+exec "$HVD_NETBED_DIR/bin/ssh" "\$@"
+EOF
+chmod 755 "$TMP/latebin/ssh"
+for sig in KILL STOP; do
+  (cd "$TMP" && PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache \
+    --start-timeout 6 -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
+    >"$TMP/out" 2>"$TMP/err") &
+  job=$!
+  ts=""
+  for _ in $(seq 200); do
+    ts=$(task_service_pid)
+    [[ -n $ts ]] && break
+    sleep 0.05
+  done
+  [[ -n $ts ]] || fail "task service $sig: h3's task service never ran: $(cat "$TMP/err")"
+  kill -"$sig" "$ts"
+  t0=$SECONDS
+  RC=0
+  wait "$job" || RC=$?
+  took=$((SECONDS - t0))
+  ERR=$(cat "$TMP/err")
+  [[ $sig == STOP ]] && kill -CONT "$ts" 2>/dev/null
+  ((RC != 0)) || fail "task service $sig: the launch succeeded"
+  [[ "$ERR" == *h3* ]] || fail "task service $sig: h3 is not named: $ERR"
+  ((took <= 7)) || fail "task service $sig: the launch took $took s more to fail (--start-timeout 6): $ERR"
+  grep -q "rank 2 of 3" "$TMP/out" && fail "task service $sig: the job ran: $(cat "$TMP/out")"
+  left=""
+  for _ in $(seq 100); do
+    left=$(netns_bed_procs)
+    [[ -z "$left" ]] && break
+    sleep 0.1
+  done
+  [[ -z "$left" ]] || fail "task service $sig: processes left 10 s after: $(ps -o pid=,args= -p $left)"
+  ok "h3's task service SIG$sig during discovery: the launch failed $took s later naming h3 ($(grep -m1 h3 <<<"$ERR" | cut -c1-240)), nothing left"
+done
 
 # 6. the start-up cache --------------------------------------------------------------------------
 run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"

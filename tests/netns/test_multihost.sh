@@ -7,7 +7,9 @@
 #   2. every blocking collective checked across hosts (collectives_check --quick)
 #   3. a rank failing on a remote host ends the job, named
 #   4. a host whose sshd is down: a clear error naming it, nothing started
-#   5. horovodrun killed with SIGKILL: no process of the job is left on any host
+#   5. horovodrun killed with SIGKILL: no process of the job is left on any host; h2's
+#      supervisor killed (the job fails naming h2, nothing left) and stopped (the collectives
+#      go on, the job finishes after SIGCONT)
 #   6. --mpi across the hosts with Open MPI (collectives checked, ranks placed by mpirun), and
 #      a plain mpirun without horovodrun (the ranks meet through PMIx)
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
@@ -59,17 +61,17 @@ done
 # ranks: a `horovodrun --internal-exec` (or the NIC discovery's task service, which goes on
 # as the supervisor) whose parent is not one (the ranks' middlemen are forks of the
 # supervisor and show its command line)
-supervisors() {
-  local n=0 p pp sup='--internal-(exec|task-service)'
+supervisor_pids() { # H: the pids of host hH's supervisors
+  local p pp sup='--internal-(exec|task-service)'
   for p in $(ip netns pids "${HVD_NETBED_PREFIX}h$1" 2>/dev/null); do
     grep -qE -- "$sup" "/proc/$p/cmdline" 2>/dev/null || continue
     pp=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || continue
-    grep -qE -- "$sup" "/proc/$pp/cmdline" 2>/dev/null || n=$((n + 1))
+    grep -qE -- "$sup" "/proc/$pp/cmdline" 2>/dev/null || echo "$p"
   done
-  echo "$n"
+  return 0
 }
 for h in 2 3; do
-  n=$(supervisors $h)
+  n=$(supervisor_pids $h | wc -l)
   ((n == 1)) || fail "env: $n supervisors on h$h, expected one for all of its ranks"
 done
 touch "$TMP/go"
@@ -141,6 +143,57 @@ for _ in $(seq 150); do
 done
 [[ -z "$left" ]] || fail "kill: processes left 15 s after SIGKILL of horovodrun: $(ps -o pid=,args= -p $left)"
 ok "horovodrun SIGKILLed: no process left on h1 or h2"
+
+# 5b. h2's supervisor killed, and stopped (rows of the fault matrix) ------------------------------
+# killed: its ranks end with it, the job fails naming h2, and nothing is left on any host
+# within 10 s
+rm -f "$TMP"/up.*
+(cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
+  >"$TMP/out" 2>"$TMP/err") &
+job=$!
+for _ in $(seq 200); do
+  (($(find "$TMP" -name 'up.*' | wc -l) == 4)) && break
+  sleep 0.05
+done
+(($(find "$TMP" -name 'up.*' | wc -l) == 4)) || fail "supervisor kill: ranks did not start: $(cat "$TMP/err")"
+sup=$(supervisor_pids 2)
+[[ $(wc -w <<<"$sup") -eq 1 ]] || fail "supervisor kill: supervisors on h2: '$sup'"
+kill -9 "$sup"
+t0=$SECONDS
+RC=0
+wait "$job" || RC=$?
+ERR=$(cat "$TMP/err")
+((RC != 0)) || fail "supervisor kill: the job exited 0"
+[[ "$ERR" == *"(host h2) was the first to fail"* ]] || fail "supervisor kill: h2 is not named: $ERR"
+left=""
+for _ in $(seq 100); do
+  left=$(netns_bed_procs)
+  [[ -z "$left" ]] && break
+  sleep 0.1
+done
+[[ -z "$left" ]] || fail "supervisor kill: processes left 10 s after the job: $(ps -o pid=,args= -p $left)"
+ok "h2's supervisor SIGKILLed: the job ended in $((SECONDS - t0)) s (exit $RC: $(grep -m1 "was the first to fail" <<<"$ERR")), nothing left"
+# stopped: the collectives go on (they never pass through it), the job finishes after SIGCONT
+W=$HVD_BUILD_DIR/tests/fault_worker
+mkdir -p "$TMP/sv"
+(cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 "$W" --dir "$TMP/sv" --phase small --signal none \
+  --seconds 4 >"$TMP/out" 2>"$TMP/err") &
+job=$!
+for _ in $(seq 300); do
+  (($(find "$TMP/sv" -name 'loop.*' | wc -l) == 4)) && break
+  sleep 0.05
+done
+(($(find "$TMP/sv" -name 'loop.*' | wc -l) == 4)) || fail "supervisor stop: ranks not in their loop: $(cat "$TMP/err")"
+sup=$(supervisor_pids 2)
+progress() { cat "$TMP"/sv/progress.? 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+kill -STOP "$sup"
+before=$(progress)
+sleep 1.5
+after=$(progress)
+kill -CONT "$sup"
+((after > before)) || fail "supervisor stop: no collective ran while h2's supervisor was stopped ($before -> $after)"
+wait "$job" || fail "supervisor stop: the job failed after SIGCONT: $(cat "$TMP/err")"
+ok "h2's supervisor SIGSTOPped: collectives went on ($before -> $after iterations in 1.5 s), the job finished after SIGCONT"
 
 # 6. --mpi across the hosts with Open MPI ---------------------------------------------------------
 # (ranks take their place from mpirun's environment, meet through horovodrun's store)
