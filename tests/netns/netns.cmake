@@ -10,3 +10,13 @@ foreach(t netbed multihost discovery elastic)
     RESOURCE_LOCK netbed
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
+# The bed's self-check runs none of this project's programs (label harness: the sanitizer
+# pass, which re-runs the project's code, leaves it out).
+set_tests_properties(netns.netbed PROPERTIES LABELS "netns;harness")
+# COST: about the seconds each takes under the sanitizers. ctest starts the costliest tests
+# first (a fresh clone has no timing history), so a run never ends waiting on one long test
+# started last; these four also hold the bed one at a time.
+set_tests_properties(netns.multihost PROPERTIES COST 160)
+set_tests_properties(netns.discovery PROPERTIES COST 120)
+set_tests_properties(netns.elastic PROPERTIES COST 70)
+set_tests_properties(netns.netbed PROPERTIES COST 40)
