@@ -77,7 +77,9 @@ struct hvd_kv_server {
     struct pollfd *sweep; /* timer thread only */
     size_t sweep_cap;
 
-    /* The launcher's watcher of PUTs (hvd__kv_server_watch); set before requests arrive. */
+    /* The launcher's watcher of PUTs (hvd__kv_server_watch), under watch_lock: installed and
+     * removed while requests are served, and never called after its removal returned. */
+    pthread_mutex_t watch_lock;
     hvd_kv_server_watch_fn watch;
     void *watch_arg;
 
@@ -325,8 +327,12 @@ static void release_all(hvd_kv_server_t *s) {
  * change satisfies; a reset (scope NULL) releases all of them to re-evaluate. */
 static void on_store_change(void *arg, const char *scope, const char *key, size_t count) {
     hvd_kv_server_t *s = arg;
-    if (scope && s->watch)
-        s->watch(s->watch_arg, scope, key);
+    if (scope) {
+        pthread_mutex_lock(&s->watch_lock);
+        if (s->watch)
+            s->watch(s->watch_arg, scope, key);
+        pthread_mutex_unlock(&s->watch_lock);
+    }
     pthread_mutex_lock(&s->lock);
     if (!scope) {
         release_all(s);
@@ -824,6 +830,7 @@ hvd_status_t hvd__kv_server_start(const hvd_kv_server_config_t *cfg, hvd_kv_serv
     s->body_budget = s->max_value > MIN_BODY_BUDGET / 4 ? 4 * s->max_value : MIN_BODY_BUDGET;
     atomic_init(&s->body_in_use, 0);
     atomic_init(&s->stopping, 0);
+    s->watch_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
     st = hvd__kv_replay_create(REPLAY_CAPACITY, HVD_KV_AUTH_WINDOW_MS, &s->replay);
     if (st != HVD_OK)
         goto err_store;
@@ -896,8 +903,10 @@ int hvd__kv_server_port(const hvd_kv_server_t *server) {
 }
 
 void hvd__kv_server_watch(hvd_kv_server_t *server, hvd_kv_server_watch_fn fn, void *arg) {
+    pthread_mutex_lock(&server->watch_lock);
     server->watch = fn;
     server->watch_arg = arg;
+    pthread_mutex_unlock(&server->watch_lock);
 }
 
 hvd_kv_store_t *hvd__kv_server_store(hvd_kv_server_t *server) {

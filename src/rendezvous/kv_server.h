@@ -67,8 +67,9 @@ hvd_kv_store_t *hvd__kv_server_store(hvd_kv_server_t *server);
 
 /* Called after every PUT (over HTTP or directly to the store) with its scope and key, with the
  * store's lock held: it must not call into the store or block (the elastic driver notes
- * heartbeats and wakes its loop). Install it right after start, before workers are launched;
- * NULL removes it. */
+ * heartbeats and wakes its loop; the static launch notes the latest check-in generation).
+ * Install or replace it at any time; NULL removes it, and once that call returned the old
+ * watcher is not running and never called again. */
 typedef void (*hvd_kv_server_watch_fn)(void *arg, const char *scope, const char *key);
 void hvd__kv_server_watch(hvd_kv_server_t *server, hvd_kv_server_watch_fn fn, void *arg);
 
