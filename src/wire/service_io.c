@@ -204,9 +204,11 @@ enum { SLOT_FREE = 0, SLOT_RUNNING, SLOT_FINISHED };
 typedef struct {
     struct hvd_svc_server *server;
     pthread_t thread;
-    int state; /* SLOT_*, under the server's lock */
-    int fd;    /* -1 once the thread has closed it; under the server's lock */
-    int join;  /* stop only: the thread is to be joined */
+    int state;         /* SLOT_*, under the server's lock */
+    int fd;            /* -1 once the thread has closed it; under the server's lock */
+    int join;          /* stop only: the thread is to be joined */
+    int authed;        /* a request on it verified: never dropped to make room */
+    int64_t opened_ms; /* when it was accepted (the oldest stranger is dropped first) */
     char addr[16];
     char peer[32]; /* addr:port */
 } conn_slot_t;
@@ -225,9 +227,41 @@ struct hvd_svc_server {
     int stopping;
     int full_logged; /* "too many connections" logged since the last free slot */
     conn_slot_t *slots;
+    /* refusal log rate limit, under the lock: a barrage of bad messages must not become a
+     * barrage of log lines */
+    int64_t log_window_ms;
+    unsigned log_count, log_suppressed;
 };
 
-static void reject(const hvd_svc_server_t *s, const conn_slot_t *slot) {
+#define LOG_WINDOW_MS 1000
+#define LOG_PER_WINDOW 5
+
+/* 1 when a refusal may be logged now; counts the ones that may not. */
+static int may_log(hvd_svc_server_t *s, unsigned *suppressed_p) {
+    pthread_mutex_lock(&s->lock);
+    int64_t now = hvd__clock_now_ms();
+    *suppressed_p = 0;
+    if (now - s->log_window_ms >= LOG_WINDOW_MS) {
+        *suppressed_p = s->log_suppressed;
+        s->log_window_ms = now;
+        s->log_count = s->log_suppressed = 0;
+    }
+    int ok = s->log_count < LOG_PER_WINDOW;
+    if (ok)
+        s->log_count++;
+    else
+        s->log_suppressed++;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static void reject(hvd_svc_server_t *s, const conn_slot_t *slot) {
+    unsigned suppressed;
+    if (!may_log(s, &suppressed))
+        return;
+    if (suppressed)
+        HVD_LOG_W("%s: %u more messages were rejected (not logged one by one)", s->name,
+                  suppressed);
     HVD_LOG_W("%s: rejected a message from %s: %s", s->name, slot->peer, hvd_last_error());
 }
 
@@ -286,11 +320,7 @@ static void serve_connection(hvd_svc_server_t *s, conn_slot_t *slot) {
     if (hvd__socket_send_all(slot->fd, ch, sizeof ch, hvd__clock_deadline_ms(s->idle_ms),
                              slot->peer) != HVD_OK)
         return;
-    uint8_t *resp = malloc(HVD_SVC_MAX_BODY);
-    if (!resp) {
-        HVD_LOG_E("%s: out of memory serving %s", s->name, slot->peer);
-        return;
-    }
+    uint8_t *resp = NULL; /* allocated for the first verified request: strangers cost none */
     for (uint32_t seq = 0;; seq++) {
         /* The idle deadline covers the whole request, so a client trickling bytes cannot
          * hold the connection longer than one silent one. */
@@ -326,6 +356,16 @@ static void serve_connection(hvd_svc_server_t *s, conn_slot_t *slot) {
             reject(s, slot);
             free(body);
             break;
+        }
+        if (seq == 0) {
+            pthread_mutex_lock(&s->lock);
+            slot->authed = 1;
+            pthread_mutex_unlock(&s->lock);
+            if (!(resp = malloc(HVD_SVC_MAX_BODY))) {
+                HVD_LOG_E("%s: out of memory serving %s", s->name, slot->peer);
+                free(body);
+                break;
+            }
         }
         size_t resp_len = 0;
         uint16_t type = dispatch(s, slot, &h, body, resp, &resp_len);
@@ -366,6 +406,33 @@ static conn_slot_t *take_slot(hvd_svc_server_t *s) {
     return NULL;
 }
 
+/* Every slot is busy: make room by dropping the connection that has waited longest without
+ * a verified request (a stranger, or a peer still to say its first word), so that idle
+ * strangers can never lock the job's own tasks out; connections that authenticated are
+ * never dropped. Returns the freed slot, or NULL when every connection authenticated. Called
+ * with the lock held; releases it while the dropped connection's thread ends (at once: its
+ * socket is shut down). */
+static conn_slot_t *evict_stranger(hvd_svc_server_t *s, char *who, size_t who_size) {
+    conn_slot_t *oldest = NULL;
+    for (unsigned i = 0; i < s->max_connections; i++) {
+        conn_slot_t *slot = &s->slots[i];
+        if (slot->state == SLOT_RUNNING && !slot->authed && slot->fd >= 0 &&
+            (!oldest || slot->opened_ms < oldest->opened_ms))
+            oldest = slot;
+    }
+    if (!oldest)
+        return NULL;
+    snprintf(who, who_size, "%s", oldest->peer);
+    shutdown(oldest->fd, SHUT_RDWR);
+    /* its thread takes the lock to finish: join it outside (only this accept thread takes
+     * or frees slots, so the slot stays ours meanwhile) */
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(oldest->thread, NULL);
+    pthread_mutex_lock(&s->lock);
+    oldest->state = SLOT_FREE;
+    return oldest;
+}
+
 static void accept_one(hvd_svc_server_t *s) {
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -381,6 +448,16 @@ static void accept_one(hvd_svc_server_t *s) {
     inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
     pthread_mutex_lock(&s->lock);
     conn_slot_t *slot = take_slot(s);
+    char dropped[32] = "";
+    if (!slot && (slot = evict_stranger(s, dropped, sizeof dropped)) != NULL) {
+        unsigned suppressed;
+        pthread_mutex_unlock(&s->lock);
+        if (may_log(s, &suppressed))
+            HVD_LOG_W("%s: dropped the connection of %s, silent since it connected, to make "
+                      "room for %s (%u connections are open)",
+                      s->name, dropped, addr, s->max_connections);
+        pthread_mutex_lock(&s->lock);
+    }
     if (!slot) {
         int first = !s->full_logged;
         s->full_logged = 1;
@@ -394,6 +471,8 @@ static void accept_one(hvd_svc_server_t *s) {
     s->full_logged = 0;
     slot->server = s;
     slot->fd = fd;
+    slot->authed = 0;
+    slot->opened_ms = hvd__clock_now_ms();
     snprintf(slot->addr, sizeof slot->addr, "%s", addr);
     snprintf(slot->peer, sizeof slot->peer, "%s:%u", addr, ntohs(sa.sin_port));
     slot->state = SLOT_RUNNING;

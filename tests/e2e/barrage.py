@@ -5,6 +5,7 @@
                                             side had closed
   barrage.py store HOST:PORT COUNT          COUNT bad requests to the rendezvous store
   barrage.py data HOST:PORT COUNT           COUNT bad handshakes to a rank's data port
+  barrage.py service HOST:PORT COUNT        COUNT bad requests to a driver or task service
   barrage.py store-state HOST:PORT          the store kept nothing of the barrage, and a
                                             replayed signed request is refused
 
@@ -128,6 +129,46 @@ def data_requests():
         i += 1
 
 
+def service_requests():
+    """Bad requests for the driver and task services (src/wire/service.h): noise, a wrong
+    magic or version, a length over the limit, truncated heads, and well-formed requests whose
+    MAC was made without the secret (unsigned, forged, out of sequence)."""
+    def request(magic=b"HVDQ", version=1, rtype=16, seq=0, length=4, mac=None, body=b"AAAA"):
+        head = magic + version.to_bytes(2, "little") + rtype.to_bytes(2, "little") + \
+            seq.to_bytes(4, "little") + length.to_bytes(4, "little") + secrets.token_bytes(16)
+        return head + (secrets.token_bytes(32) if mac is None else mac) + body
+    kinds = [
+        lambda: secrets.token_bytes(rng.randrange(1, 200)),
+        lambda: request(magic=b"HVDX"),
+        lambda: request(version=9),
+        lambda: request(length=0x7FFFFFFF, body=b""),  # over the body limit
+        lambda: NO_ANSWER + request()[: rng.randrange(1, 64)],
+        lambda: request(mac=bytes(32)),  # unsigned
+        lambda: request(rtype=1, length=0, body=b""),  # a PING with a forged MAC
+        lambda: request(seq=5),  # out of sequence
+    ]
+    i = 0
+    while True:
+        yield kinds[i % len(kinds)]()
+        i += 1
+
+
+def cmd_flood_service(target, count):
+    """Each request on a connection of its own; the service's challenge is the only thing a
+    stranger may ever read back (a response, HVDR, would mean a bad request was served)."""
+    refused = served = 0
+    gen = service_requests()
+    for _ in range(count):
+        got = send_and_close(target, next(gen))
+        if b"HVDR" in got:
+            raise SystemExit(f"a bad request was answered: {got[:80]!r}")
+        if got.startswith(b"HVDS"):
+            served += 1
+        else:
+            refused += 1
+    print(f"sent {count}: {served} challenged and dropped, {refused} closed before a challenge")
+
+
 def cmd_idle(targets, count, stop_file):
     """Non-blocking connects, so that a port whose backlog is full (a rank's data port keeps
     only a few strangers waiting) does not stall the others."""
@@ -237,6 +278,8 @@ def main():
         cmd_flood(addr(sys.argv[2]), int(sys.argv[3]), store_requests(secret))
     elif what == "data":
         cmd_flood_data(addr(sys.argv[2]), int(sys.argv[3]))
+    elif what == "service":
+        cmd_flood_service(addr(sys.argv[2]), int(sys.argv[3]))
     elif what == "store-state":
         cmd_store_state(addr(sys.argv[2]), secret)
     else:

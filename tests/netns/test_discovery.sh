@@ -8,8 +8,10 @@
 #   5. strangers (garbage, a forged request with a wrong MAC, a recorded REGISTER replayed)
 #      sent to the driver during discovery from h3: rejected and logged with their address,
 #      the job unaffected
-#   5b. h3's task service SIGKILLed (the launch fails at once naming h3) and SIGSTOPped (it
-#      fails at --start-timeout naming h3) during discovery; nothing is left on any host
+#   5b. h3's task service SIGKILLed (retried, the job runs) and SIGSTOPped (the launch fails at
+#      --start-timeout naming h3) during discovery; nothing is left on any host
+#   5c. 1,000 idle connections and 10,000 bad requests at the driver, 10,000 at h2's task
+#      service, during discovery: nothing served, short log, < 1 MiB memory growth, job runs
 #   6. the cache: a second identical launch skips the ssh check and discovery
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
@@ -143,12 +145,13 @@ ok "garbage, a forged request and a replayed REGISTER at the driver: all rejecte
 
 # 5b. a task service killed, and stopped, during discovery (rows of the fault matrix) -----------
 # h3's task service starts 4 s late (an ssh wrapper); the test hits it as soon as it runs.
-# Either way the launch fails by --start-timeout, naming h3, and nothing is left on any host.
-# (ssh reports a remote command killed by a signal with its 255, as for a dropped connection,
-# so a killed task service is retried as the ssh check would retry it.)
-task_service_pid() { # on h3, not its ssh session's shell
+# Killed: ssh reports a remote command killed by a signal with its 255, as it does a dropped
+# connection, so horovodrun retries h3's task service as the ssh check would, and the launch
+# completes. Stopped: the launch fails at --start-timeout naming h3. Nothing is left on any
+# host either way.
+task_service_pid() { # H: the task service on hH (not its ssh session's shell)
   local p
-  for p in $(ip netns pids "${HVD_NETBED_PREFIX}h3" 2>/dev/null); do
+  for p in $(ip netns pids "${HVD_NETBED_PREFIX}h$1" 2>/dev/null); do
     [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == horovodrun ]] &&
       grep -q -- --internal-task-service "/proc/$p/cmdline" 2>/dev/null && echo "$p"
   done
@@ -157,18 +160,20 @@ task_service_pid() { # on h3, not its ssh session's shell
 mkdir -p "$TMP/latebin"
 cat >"$TMP/latebin/ssh" <<EOF
 #!/bin/bash
-case "\$*" in *" h3 "*internal-task-service*) sleep 4 ;; esac
+case "\$*" in *" h3 "*internal-task-service*) sleep \${HVD_TEST_H3_LATE:-4} ;; esac
 exec "$HVD_NETBED_DIR/bin/ssh" "\$@"
 EOF
 chmod 755 "$TMP/latebin/ssh"
 for sig in KILL STOP; do
+  limit=15
+  [[ $sig == KILL ]] && limit=30 # room for the retry, which is 4 s late again
   (cd "$TMP" && PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache \
-    --start-timeout 6 -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
+    --verbose --start-timeout $limit -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
     >"$TMP/out" 2>"$TMP/err") &
   job=$!
   ts=""
   for _ in $(seq 200); do
-    ts=$(task_service_pid)
+    ts=$(task_service_pid 3)
     [[ -n $ts ]] && break
     sleep 0.05
   done
@@ -180,10 +185,19 @@ for sig in KILL STOP; do
   took=$((SECONDS - t0))
   ERR=$(cat "$TMP/err")
   [[ $sig == STOP ]] && kill -CONT "$ts" 2>/dev/null
-  ((RC != 0)) || fail "task service $sig: the launch succeeded"
-  [[ "$ERR" == *h3* ]] || fail "task service $sig: h3 is not named: $ERR"
-  ((took <= 7)) || fail "task service $sig: the launch took $took s more to fail (--start-timeout 6): $ERR"
-  grep -q "rank 2 of 3" "$TMP/out" && fail "task service $sig: the job ran: $(cat "$TMP/out")"
+  if [[ $sig == KILL ]]; then
+    ((RC == 0)) || fail "task service killed: the launch failed (exit $RC): $ERR"
+    grep -q "rank 2 of 3" "$TMP/out" || fail "task service killed: the job did not run: $(cat "$TMP/out")"
+    n=$(grep -c "Launching horovod task function: ssh .* h3 " "$TMP/out" || true)
+    ((n >= 2)) || fail "task service killed: h3's task service was started $n times, expected a retry"
+    what="h3's task service retried, the job ran"
+  else
+    ((RC != 0)) || fail "task service stopped: the launch succeeded"
+    [[ "$ERR" == *"h3 (index 2) has not registered its task service"* ]] ||
+      fail "task service stopped: h3 is not named: $ERR"
+    ((took <= limit + 1)) || fail "task service stopped: the launch took $took s more to fail (--start-timeout $limit): $ERR"
+    what="the launch failed $took s later: h3 (index 2) has not registered its task service"
+  fi
   left=""
   for _ in $(seq 100); do
     left=$(netns_bed_procs)
@@ -191,8 +205,64 @@ for sig in KILL STOP; do
     sleep 0.1
   done
   [[ -z "$left" ]] || fail "task service $sig: processes left 10 s after: $(ps -o pid=,args= -p $left)"
-  ok "h3's task service SIG$sig during discovery: the launch failed $took s later naming h3 ($(grep -m1 h3 <<<"$ERR" | cut -c1-240)), nothing left"
+  ok "h3's task service SIG$sig during discovery: $what; nothing left"
 done
+
+# 5c. the driver and a task service under a barrage (the fault matrix's port rows) -------------
+# While h3's task service is 12 s late, h3 holds 1,000 idle connections to the driver and
+# sends 10,000 bad requests to it and 10,000 to h2's task service (tests/e2e/barrage.py:
+# noise, wrong magic or version, lengths over the limit, truncated heads, unsigned, forged
+# and out-of-sequence requests). Then: nothing was served, the log stays short, neither
+# process grew by 1 MiB or more of resident memory, and the launch completes.
+BARRAGE=$HVD_SOURCE_DIR/tests/e2e/barrage.py
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+(cd "$TMP" && HVD_TEST_H3_LATE=12 PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" \
+  --disable-cache --verbose -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
+  >"$TMP/out" 2>"$TMP/err") &
+job=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/^Driver service listening on port \([0-9]*\) .*/\1/p' "$TMP/out")
+  [[ -n "$port" ]] && break
+  sleep 0.05
+done
+[[ -n "$port" ]] || fail "barrage: no driver port in: $(cat "$TMP/out")"
+launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose -np 3") || fail "barrage: no launcher"
+task=""
+for _ in $(seq 100); do
+  task=$(task_service_pid 2 | head -1)
+  tport=""
+  [[ -n $task ]] && tport=$(on h2 ss -Hltnp | grep "pid=$task," | awk '{print $4}' | sed 's/.*://' | head -1 || true)
+  [[ -n $tport ]] && break
+  sleep 0.05
+done
+[[ -n $tport ]] || fail "barrage: h2's task service does not listen"
+sleep 0.5 # both settled after their first requests
+driver_before=$(rss_kib "$launcher")
+task_before=$(rss_kib "$task")
+on h3 /usr/bin/python3 "$BARRAGE" idle "10.77.0.1:$port" 1000 "$TMP/idle-done" >"$TMP/idle.out" 2>&1 &
+idle=$!
+sleep 1
+on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.1:$port" 10000 >"$TMP/driver.barrage" 2>&1 ||
+  fail "barrage at the driver: $(cat "$TMP/driver.barrage")"
+on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.2:$tport" 10000 >"$TMP/task.barrage" 2>&1 ||
+  fail "barrage at h2's task service: $(cat "$TMP/task.barrage")"
+driver_after=$(rss_kib "$launcher")
+task_after=$(rss_kib "$task")
+touch "$TMP/idle-done"
+wait "$idle" || true
+RC=0
+wait "$job" || RC=$?
+ERR=$(cat "$TMP/err")
+((RC == 0)) || fail "barrage: the launch failed (exit $RC): $ERR"
+grep -q "rank 2 of 3" "$TMP/out" || fail "barrage: the job did not run: $(cat "$TMP/out")"
+lines=$(grep -c "rejected a message\|more messages were rejected\|to make room for" <<<"$ERR" || true)
+((lines <= 200)) || fail "barrage: $lines log lines for 20,000 bad requests"
+((driver_after - driver_before < 1024)) ||
+  fail "barrage: the driver's process grew from $driver_before to $driver_after KiB"
+((task_after - task_before < 1024)) ||
+  fail "barrage: h2's task service grew from $task_before to $task_after KiB"
+ok "barrage at the driver and h2's task service ($(cat "$TMP/driver.barrage"); $(cat "$TMP/task.barrage"); $(cat "$TMP/idle.out")): resident memory $driver_before -> $driver_after KiB and $task_before -> $task_after KiB, $lines log lines, the launch completed"
 
 # 6. the start-up cache --------------------------------------------------------------------------
 run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"

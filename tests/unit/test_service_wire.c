@@ -432,36 +432,87 @@ static void test_server_replays(void **state) {
     capture_end();
 }
 
+static void ping_ok(hvd_svc_client_t *c) {
+    char name[HVD_SVC_NAME_MAX], source[16];
+    assert_int_equal(
+        hvd__svc_client_ping(c, hvd__clock_deadline_ms(TEST_DEADLINE_MS), name, source), HVD_OK);
+}
+
+/* At its connection limit the server makes room by dropping the connection that has been
+ * silent longest since it connected, never one that authenticated; only when every
+ * connection authenticated is a new one refused. Its refusals are logged at a bounded rate. */
 static void test_server_limits_and_stop(void **state) {
     (void)state;
-    /* a long idle deadline: stop must not wait for it */
+    /* a long idle deadline: only the limit can free a slot, and stop must not wait for it */
     hvd_svc_server_t *s = start_server(&secret, 2, 600000);
     int port = hvd__svc_server_port(s);
+    int64_t deadline = hvd__clock_deadline_ms(TEST_DEADLINE_MS);
     capture_start();
     uint8_t ch[HVD_SVC_CHALLENGE_LEN];
-    int a = raw_connect(port), b = raw_connect(port);
-    assert_int_equal(raw_read(a, ch, sizeof ch), 0);
+    hvd_svc_client_t *a = NULL, *e = NULL;
+    assert_int_equal(hvd__svc_client_open("127.0.0.1", port, &secret, deadline, &a), HVD_OK);
+    ping_ok(a); /* a authenticated */
+    int b = raw_connect(port);
     assert_int_equal(raw_read(b, ch, sizeof ch), 0);
-    /* a third connection is over the limit: closed without a challenge */
+    /* over the limit: the silent b makes room for c */
     int c = raw_connect(port);
-    assert_int_equal(raw_read(c, ch, sizeof ch), -1);
+    assert_int_equal(raw_read(c, ch, sizeof ch), 0);
+    assert_true(closed_by_server(b));
+    close(b);
+    assert_non_null(strstr(capture_read(), "silent since it connected, to make room for"));
+    /* and c, now the oldest stranger, for d; a stays and is served */
+    int d = raw_connect(port);
+    assert_int_equal(raw_read(d, ch, sizeof ch), 0);
+    assert_true(closed_by_server(c));
     close(c);
+    ping_ok(a);
+    /* a second client takes d's place and authenticates: now nothing can be dropped, and a
+     * new connection is closed without a challenge */
+    assert_int_equal(hvd__svc_client_open("127.0.0.1", port, &secret, deadline, &e), HVD_OK);
+    ping_ok(e);
+    assert_true(closed_by_server(d));
+    close(d);
+    int f = raw_connect(port);
+    assert_int_equal(raw_read(f, ch, sizeof ch), -1);
+    close(f);
     assert_non_null(strstr(capture_read(), "2 connections are open already"));
+    ping_ok(a);
+    ping_ok(e);
     /* once one closes, a new connection is served */
-    close(a);
+    hvd__svc_client_close(e);
     int served = 0;
     for (int i = 0; i < 100 && !served; i++) {
-        int d = raw_connect(port);
-        served = raw_read(d, ch, sizeof ch) == 0;
-        close(d);
+        int g = raw_connect(port);
+        served = raw_read(g, ch, sizeof ch) == 0;
+        close(g);
         if (!served)
             hvd__clock_sleep_ms(20); /* the closed connection's thread is still finishing */
     }
     assert_true(served);
-    /* stop with b idle inside its read: returns, and closes b */
+    /* a barrage of strangers with garbage: every one is refused, the log stays short, and a
+     * is still served */
+    for (int i = 0; i < 200; i++) {
+        int x = raw_connect(port);
+        if (raw_read(x, ch, sizeof ch) == 0) {
+            uint8_t junk[HVD_SVC_REQ_PREFIX_LEN];
+            memset(junk, 0xa5, sizeof junk);
+            ssize_t w = write(x, junk, sizeof junk);
+            (void)w;
+            closed_by_server(x);
+        }
+        close(x);
+    }
+    ping_ok(a);
+    const char *log = capture_read();
+    size_t lines = 0;
+    for (const char *q = log; (q = strstr(q, "test service: rejected a message")); q++)
+        lines++;
+    assert_true(lines >= 1 && lines <= 40);
+    /* stop with a idle inside its read: returns, and closes a */
     hvd__svc_server_stop(s);
-    assert_true(closed_by_server(b));
-    close(b);
+    assert_int_not_equal(
+        hvd__svc_client_ping(a, deadline, (char[HVD_SVC_NAME_MAX]){0}, (char[16]){0}), HVD_OK);
+    hvd__svc_client_close(a);
     capture_end();
 }
 
