@@ -190,27 +190,22 @@ static hvd_status_t check_abort(const hvd_context_t *c, const hvd_store_scope_t 
 /* The check-in wait. The timeout counts from the latest check-in, not from this rank's own,
  * so that a launcher still starting ranks (a thousand on one host, or an elastic driver
  * starting 512 workers, take longer than the timeout) never fails the early ones while
- * check-ins keep arriving. A poll the store left unanswered (a store busy with a thousand
- * clients) is asked again within the same bounds. The launcher's abort key ends the wait at
- * once (the store answers held polls when it appears).
- * Static job: one long poll per timeout; when it ends short, the store's age of the scope
- * says when the latest rank arrived, and the rank gives up a timeout after that (or polls on
- * until then); an unanswered poll gets one more timeout of grace.
- * Elastic round: the driver may fail the round before it forms (init.r<R>/abort), and then
- * some ranks never check in: so no poll waits more than a second, the abort key (which counts
- * towards the scope's keys) is looked for first, and every arrival buys another timeout. */
+ * check-ins keep arriving: one long poll per timeout, and when it ends short, the store's age
+ * of the scope says when the latest rank arrived, and the rank gives up a timeout after that
+ * (or polls on until then). The launcher's abort key (a rank died before it checked in, or
+ * the elastic driver failed the round before it formed, init.r<R>/abort) ends the wait at
+ * once: the store answers held polls when it appears. A poll the store left unanswered (a
+ * store busy with a thousand clients) is asked again, with one more timeout of grace. (The
+ * elastic check-in polled every second to see the abort key; 512 workers re-reading the
+ * whole scope every second starved their heartbeats.) */
 static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeout_ms,
                                   hvd_store_scope_t *scope_p) {
     size_t size = (size_t)c->params.size, seen = 0;
-    int grace_ms = c->elastic ? 0 : timeout_ms;
-    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + grace_ms;
+    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + timeout_ms;
     for (;;) {
-        int64_t until = deadline, step = hvd__clock_deadline_ms(1000);
-        if (c->elastic && step < until)
-            until = step;
         hvd_store_scope_t s = {0};
         /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT */
-        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, until, &s);
+        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, deadline, &s);
         if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(give_up) > 0) {
             HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
                       hvd_last_error());
@@ -228,7 +223,7 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeo
             *scope_p = s;
             return HVD_OK;
         }
-        if (!c->elastic && s.age_ms >= 0) {
+        if (s.age_ms >= 0) {
             /* the store says when the latest rank arrived: give up a timeout after that */
             int64_t now = hvd__clock_now_ms(), after_last = now - s.age_ms + timeout_ms;
             if (after_last <= now) {
@@ -236,11 +231,13 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeo
                 return HVD_ERR_TIMEOUT;
             }
             deadline = after_last;
-            give_up = deadline + grace_ms;
-        } else if (s.count > seen && (c->elastic || hvd__clock_remaining_ms(deadline) == 0)) {
+            give_up = deadline + timeout_ms;
+        } else if (s.count > seen && hvd__clock_remaining_ms(deadline) == 0) {
+            /* a store that does not say its age: the ranks that came meanwhile buy another
+             * timeout */
             seen = s.count;
             deadline = hvd__clock_deadline_ms(timeout_ms);
-            give_up = deadline + grace_ms;
+            give_up = deadline + timeout_ms;
         } else if (hvd__clock_remaining_ms(deadline) == 0) {
             *scope_p = s;
             return HVD_ERR_TIMEOUT;
