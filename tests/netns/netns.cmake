@@ -1,21 +1,25 @@
 # Several hosts on this machine as network namespaces with sshd each (tests/netns/README.md).
 # Each test builds a bed of its own (a prefix per process) and removes it however it ends.
-# One bed at a time (RESOURCE_LOCK): four beds being built at once on two cores took twice as
-# long each, and a bed's sshd could miss its 20 s readiness deadline.
+# Two beds at a time at most (RESOURCE_LOCK netbed_a / netbed_b): four beds being built at once
+# on two cores took twice as long each, and a bed's sshd could miss its 20 s readiness
+# deadline. The bed's self-check holds both: it counts the links of the root namespace, which
+# another bed being built would change.
 # They need root and `ip netns`: where those are missing they exit 77, which ctest reports
 # as skipped with the script's message, never as passed.
 foreach(t netbed multihost discovery elastic)
   add_test(NAME netns.${t} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_${t}.sh)
   set_tests_properties(netns.${t} PROPERTIES TIMEOUT 300 LABELS netns SKIP_RETURN_CODE 77
-    RESOURCE_LOCK netbed
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
 # The bed's self-check runs none of this project's programs (label harness: the sanitizer
 # pass, which re-runs the project's code, leaves it out).
 set_tests_properties(netns.netbed PROPERTIES LABELS "netns;harness")
+set_tests_properties(netns.multihost PROPERTIES RESOURCE_LOCK netbed_a)
+set_tests_properties(netns.discovery netns.elastic PROPERTIES RESOURCE_LOCK netbed_b)
+set_tests_properties(netns.netbed PROPERTIES RESOURCE_LOCK "netbed_a;netbed_b")
 # COST: about the seconds each takes under the sanitizers. ctest starts the costliest tests
 # first (a fresh clone has no timing history), so a run never ends waiting on one long test
-# started last; these four also hold the bed one at a time.
+# started last.
 set_tests_properties(netns.multihost PROPERTIES COST 160)
 set_tests_properties(netns.discovery PROPERTIES COST 120)
 set_tests_properties(netns.elastic PROPERTIES COST 70)

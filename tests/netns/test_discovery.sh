@@ -160,7 +160,15 @@ task_service_pid() { # H: the task service on hH (not its ssh session's shell)
 mkdir -p "$TMP/latebin"
 cat >"$TMP/latebin/ssh" <<EOF
 #!/bin/bash
-case "\$*" in *" h3 "*internal-task-service*) sleep \${HVD_TEST_H3_LATE:-4} ;; esac
+# late by HVD_TEST_H3_LATE seconds (4), or until the file HVD_TEST_H3_GATE exists (60 s at most)
+case "\$*" in
+  *" h3 "*internal-task-service*)
+    if [ -n "\${HVD_TEST_H3_GATE:-}" ]; then
+      for _ in \$(seq 600); do [ -e "\$HVD_TEST_H3_GATE" ] && break; sleep 0.1; done
+    else
+      sleep \${HVD_TEST_H3_LATE:-4}
+    fi ;;
+esac
 exec "$HVD_NETBED_DIR/bin/ssh" "\$@"
 EOF
 chmod 755 "$TMP/latebin/ssh"
@@ -209,16 +217,16 @@ for sig in KILL STOP; do
 done
 
 # 5c. the driver and a task service under a barrage (the fault matrix's port rows) -------------
-# While h3's task service is 12 s late, h3 holds 1,000 idle connections to the driver and
+# While h3's task service waits for the test, h3 holds 1,000 idle connections to the driver and
 # sends 10,000 bad requests to it and 10,000 to h2's task service (tests/e2e/barrage.py:
 # noise, wrong magic or version, lengths over the limit, truncated heads, unsigned, forged
 # and out-of-sequence requests). Then: nothing was served, the log stays short, neither
 # process grew by 1 MiB or more of resident memory, and the launch completes.
 BARRAGE=$HVD_SOURCE_DIR/tests/e2e/barrage.py
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-(cd "$TMP" && HVD_TEST_H3_LATE=12 PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" \
-  --disable-cache --verbose -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
-  >"$TMP/out" 2>"$TMP/err") &
+(cd "$TMP" && HVD_TEST_H3_GATE=$TMP/h3-go PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 150 \
+  "$HVDRUN" --disable-cache --verbose --start-timeout 120 -np 3 -H h1:1,h2:1,h3:1 \
+  "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
 job=$!
 port=""
 for _ in $(seq 100); do
@@ -227,7 +235,7 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 [[ -n "$port" ]] || fail "barrage: no driver port in: $(cat "$TMP/out")"
-launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose -np 3") || fail "barrage: no launcher"
+launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose --start-timeout 120 -np 3") || fail "barrage: no launcher"
 task=""
 for _ in $(seq 100); do
   task=$(task_service_pid 2 | head -1)
@@ -249,7 +257,7 @@ on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.2:$tport" 10000 >"$TMP/task.b
   fail "barrage at h2's task service: $(cat "$TMP/task.barrage")"
 driver_after=$(rss_kib "$launcher")
 task_after=$(rss_kib "$task")
-touch "$TMP/idle-done"
+touch "$TMP/idle-done" "$TMP/h3-go"
 wait "$idle" || true
 RC=0
 wait "$job" || RC=$?
@@ -258,9 +266,13 @@ ERR=$(cat "$TMP/err")
 grep -q "rank 2 of 3" "$TMP/out" || fail "barrage: the job did not run: $(cat "$TMP/out")"
 lines=$(grep -c "rejected a message\|more messages were rejected\|to make room for" <<<"$ERR" || true)
 ((lines <= 200)) || fail "barrage: $lines log lines for 20,000 bad requests"
-((driver_after - driver_before < 1024)) ||
+# (under AddressSanitizer freed memory waits in its quarantine, so resident memory says
+# nothing about leaks there, as in e2e.port_barrage; the plain build checks it)
+sanitized=0
+grep -q '__asan_init' "$HVDRUN" && sanitized=1
+((sanitized || driver_after - driver_before < 1024)) ||
   fail "barrage: the driver's process grew from $driver_before to $driver_after KiB"
-((task_after - task_before < 1024)) ||
+((sanitized || task_after - task_before < 1024)) ||
   fail "barrage: h2's task service grew from $task_before to $task_after KiB"
 ok "barrage at the driver and h2's task service ($(cat "$TMP/driver.barrage"); $(cat "$TMP/task.barrage"); $(cat "$TMP/idle.out")): resident memory $driver_before -> $driver_after KiB and $task_before -> $task_after KiB, $lines log lines, the launch completed"
 
