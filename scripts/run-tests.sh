@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 jobs=$(nproc)
 # Tests run one more at a time than there are cores: most of them spend their time waiting
-# (for sshd, timeouts, sleeping ranks), and those that keep every core busy say so
-# (PROCESSORS), so ctest runs less beside them.
+# (for sshd, timeouts, sleeping ranks). (Marking the few that keep both cores busy with
+# PROCESSORS 2 made ctest hold them back until two slots were free, which came only at the
+# end: 4 minutes of one test at a time.)
 test_jobs=$((jobs + 1))
 
 run_suite() { # name, ctest selection (e.g. -LE source, or ""), cmake flags...

@@ -2,8 +2,6 @@ foreach(t env_contract dry_run cli failure signals output rendezvous install fau
           train_example core_faults core_fault_messages core_timeline mpi elastic shm port_barrage)
   hvd_e2e_test(${t} tests/e2e/test_${t}.sh)
 endforeach()
-# its benchmarks and many-rank jobs keep both cores busy (ctest then runs less beside them)
-set_tests_properties(e2e.shm PROPERTIES PROCESSORS 2)
 # the costliest first (tests/netns/netns.cmake says why)
 set_tests_properties(e2e.shm PROPERTIES COST 100)
 set_tests_properties(e2e.elastic PROPERTIES COST 90)

@@ -22,8 +22,6 @@ hvd_mrank_test(collectives_np3 3 --max-count 65537)
 hvd_mrank_test(collectives_np4 4 --quick)
 hvd_mrank_test(collectives_np7 7 --quick)
 hvd_mrank_test(collectives_np8 8 --quick)
-# more ranks than cores: they keep both cores busy (ctest then runs less beside them)
-set_tests_properties(mrank.collectives_np7 mrank.collectives_np8 PROPERTIES PROCESSORS 2)
 # the costliest first (tests/netns/netns.cmake says why)
 set_tests_properties(mrank.collectives_np2 mrank.collectives_np7 mrank.collectives_np8
                      PROPERTIES COST 45)

@@ -52,8 +52,6 @@ add_test(NAME python.elastic
                  ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
 set_tests_properties(python.elastic PROPERTIES TIMEOUT 600 LABELS python
                      ENVIRONMENT "${HVD_PY_ENV}")
-# whole torch jobs keep both cores busy (ctest then runs less beside them)
-set_tests_properties(python.jobs python.elastic PROPERTIES PROCESSORS 2)
 # the costliest first (tests/netns/netns.cmake says why)
 set_tests_properties(python.jobs PROPERTIES COST 120)
 set_tests_properties(python.elastic PROPERTIES COST 100)
