@@ -76,6 +76,31 @@ netns_bed_procs() {
   return 0 # not the status of the last process's test (a gone process is no failure)
 }
 
+# bed_settles SECONDS: wait until no process of the bed's hosts is left (sshd listeners aside);
+# 0, or 1 with what is left in $left
+bed_settles() {
+  local i
+  for ((i = 0; i < $1 * 10; i++)); do
+    left=$(netns_bed_procs)
+    [[ -z "$left" ]] && return 0
+    sleep 0.1
+  done
+  left=$(netns_bed_procs)
+  [[ -z "$left" ]]
+}
+
+# driver_port FILE: the NIC discovery driver's port, once horovodrun --verbose wrote it to FILE
+# (5 s at most; empty if it never did)
+driver_port() {
+  local port="" i
+  for ((i = 0; i < 100; i++)); do
+    port=$(sed -n 's/^Driver service listening on port \([0-9]*\) .*/\1/p' "$1")
+    [[ -n "$port" ]] && break
+    sleep 0.05
+  done
+  echo "$port"
+}
+
 # For the horovodrun tests (they set HVDRUN and TMP):
 fail() {
   echo "FAIL: $*" >&2

@@ -29,7 +29,8 @@ NETBED_SSH_CONFIG=$NETBED_DIR/ssh_config
 NETBED_NET=10.77.0        # every host: 10.77.0.<i>/24 on eth0
 NETBED_ISO_NET=10.78.0    # hosts 1..K: 10.78.0.<i>/24 on eth1
 NETBED_MAX_HOSTS=200
-NETBED_SSHD_DEADLINE_S=${HVD_NETBED_SSHD_DEADLINE_S:-20}
+# (60 s: under a loaded CI one login, with the user's shell start-up, took over 5 s)
+NETBED_SSHD_DEADLINE_S=${HVD_NETBED_SSHD_DEADLINE_S:-60}
 
 netbed() { bash "$NETBED_SELF" "$@"; }
 
@@ -269,7 +270,10 @@ EOF
     h=$(_nb_hostns "$i")
     ready=0
     while ((SECONDS < deadline)); do
-      if timeout 5 ip netns exec "$h" ssh -F "$NETBED_SSH_CONFIG" -o ConnectTimeout=2 "h$i" true \
+      # a try may take long (a loaded machine, the user's shell start-up): it is bounded by
+      # the shared deadline, not cut short and retried from scratch
+      if timeout $((deadline - SECONDS > 1 ? deadline - SECONDS : 1)) ip netns exec "$h" \
+        ssh -F "$NETBED_SSH_CONFIG" -o ConnectTimeout=5 "h$i" true \
         </dev/null >/dev/null 2>&1; then
         ready=1
         break

@@ -87,12 +87,7 @@ chmod 755 "$TMP/slowbin/ssh"
 (cd "$TMP" && PATH="$TMP/slowbin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache --verbose \
   -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
 job=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/^Driver service listening on port \([0-9]*\) .*/\1/p' "$TMP/out")
-  [[ -n "$port" ]] && break
-  sleep 0.05
-done
+port=$(driver_port "$TMP/out")
 [[ -n "$port" ]] || fail "attack: no driver port in: $(cat "$TMP/out")"
 # garbage after the challenge
 on h3 bash -c "exec 3<>/dev/tcp/10.77.0.1/$port; head -c 24 <&3 >/dev/null;
@@ -206,13 +201,7 @@ for sig in KILL STOP; do
     ((took <= limit + 1)) || fail "task service stopped: the launch took $took s more to fail (--start-timeout $limit): $ERR"
     what="the launch failed $took s later: h3 (index 2) has not registered its task service"
   fi
-  left=""
-  for _ in $(seq 100); do
-    left=$(netns_bed_procs)
-    [[ -z "$left" ]] && break
-    sleep 0.1
-  done
-  [[ -z "$left" ]] || fail "task service $sig: processes left 10 s after: $(ps -o pid=,args= -p $left)"
+  bed_settles 10 || fail "task service $sig: processes left 10 s after: $(ps -o pid=,args= -p $left)"
   ok "h3's task service SIG$sig during discovery: $what; nothing left"
 done
 
@@ -228,12 +217,7 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
   "$HVDRUN" --disable-cache --verbose --start-timeout 120 -np 3 -H h1:1,h2:1,h3:1 \
   "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
 job=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/^Driver service listening on port \([0-9]*\) .*/\1/p' "$TMP/out")
-  [[ -n "$port" ]] && break
-  sleep 0.05
-done
+port=$(driver_port "$TMP/out")
 [[ -n "$port" ]] || fail "barrage: no driver port in: $(cat "$TMP/out")"
 launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose --start-timeout 120 -np 3") || fail "barrage: no launcher"
 task=""
