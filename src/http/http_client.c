@@ -89,6 +89,9 @@ int hvd__http_head_value(const char *head, size_t len, const char *name, char *o
                 ve--;
             if ((size_t)(ve - v) >= out_size)
                 return 0;
+            for (const char *c = v; c < ve; c++)
+                if ((unsigned char)*c < 0x20 && *c != '\t')
+                    return 0; /* a control byte (a bare CR) inside: malformed, not a value */
             memcpy(out, v, (size_t)(ve - v));
             out[ve - v] = '\0';
             return 1;

@@ -56,8 +56,8 @@ hvd_status_t hvd__http_parse_head(const char *head, size_t len, int *status_p,
 
 /* The value of header `name` (case-insensitive) in a response head that
  * hvd__http_parse_head accepted, without surrounding blanks, into out: 1, or 0 when the head
- * has no such header or its value does not fit out_size (out is then ""). Exposed for tests
- * and fuzzing. */
+ * has no such header, or its value does not fit out_size or holds a control byte (out is
+ * then ""). Exposed for tests and fuzzing. */
 int hvd__http_head_value(const char *head, size_t len, const char *name, char *out,
                          size_t out_size);
 

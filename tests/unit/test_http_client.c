@@ -217,6 +217,10 @@ static void test_head_value(void **state) {
     const char *big = "HTTP/1.1 200 OK\r\nX-Age: 12345678\r\n\r\n";
     assert_int_equal(hvd__http_head_value(big, strlen(big), "X-Age", v, sizeof v), 0);
     assert_string_equal(v, "");
+    /* a bare CR inside the line (found by fuzz_http_head) makes it no value */
+    const char *cr = "HTTP/1.1 200 OK\nX-Age: 12\r34\n\r\n";
+    assert_int_equal(hvd__http_head_value(cr, strlen(cr), "X-Age", v, sizeof v), 0);
+    assert_string_equal(v, "");
     const char *empty = "HTTP/1.1 200 OK\r\nX-Age:\r\n\r\n";
     assert_int_equal(hvd__http_head_value(empty, strlen(empty), "X-Age", v, sizeof v), 1);
     assert_string_equal(v, "");
