@@ -210,6 +210,22 @@ scenario_kill_in_reinit() {
   expect_contains "kill in reinit: the job went on with two" "$OUT" "size 2 "
 }
 
+# A worker that does not reach hvd_init within --start-timeout (here the one on 127.0.0.2
+# sleeps first): the driver names it, kills it, blacklists its host, and the job goes on.
+scenario_slow_start() {
+  set_hosts 127.0.0.1:1 127.0.0.2:1
+  # (the sleeper is named by its argv[0], for the check that nothing is left)
+  start_job --host-discovery-script "$DISCOVER" -np 2 --min-np 1 --start-timeout 3 bash -c \
+    '[[ $HOROVOD_HOSTNAME == 127.0.0.2 ]] && exec -a "$0/slow-sleeper" sleep 100; exec "$@"' \
+    "$TMP" "$WORKER" --steps 60 "${ARGS[@]}"
+  expect_completed "slow start" 60
+  expect_contains "slow start: named and killed" "$ERR" \
+    "host 127.0.0.2, local rank 0) did not call hvd_init within 3 s of its start (--start-timeout); killing it"
+  expect_contains "slow start: its host is blacklisted" "$ERR" "blacklisting host 127.0.0.2"
+  expect_contains "slow start: the job ran alone" "$OUT" "size 1 "
+  no_procs_with "$TMP/slow-sleeper" || fail "slow start: the slow worker was left running"
+}
+
 # 6. Every worker fails: the job stops with an error naming the first failure.
 scenario_all_fail() {
   set_hosts 127.0.0.1:1 127.0.0.2:1
@@ -281,7 +297,7 @@ scenario_hang() {
 }
 
 only=${1:-}
-for s in add_host remove_host kill_worker kill_rank0 fixed_hosts stop straggler all_fail \
+for s in add_host remove_host kill_worker kill_rank0 fixed_hosts stop straggler slow_start all_fail \
   reset_limit cooldown malformed hang driver_stop driver_kill kill_in_reinit; do
   # the fault matrix's rows run only when asked for by name
   [[ -z "$only" && $s != driver_* && $s != kill_in_reinit ]] || [[ "$only" == "$s" ]] || continue

@@ -11,7 +11,8 @@
 #   5b. h3's task service SIGKILLed (retried, the job runs) and SIGSTOPped (the launch fails at
 #      --start-timeout naming h3) during discovery; nothing is left on any host
 #   5c. 1,000 idle connections and 10,000 bad requests at the driver, 10,000 at h2's task
-#      service, during discovery: nothing served, short log, < 1 MiB memory growth, job runs
+#      service (2,000 each under ASan), during discovery: nothing served, short log, < 1 MiB
+#      memory growth, job runs
 #   6. the cache: a second identical launch skips the ssh check and discovery
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
@@ -207,11 +208,21 @@ done
 
 # 5c. the driver and a task service under a barrage (the fault matrix's port rows) -------------
 # While h3's task service waits for the test, h3 holds 1,000 idle connections to the driver and
-# sends 10,000 bad requests to it and 10,000 to h2's task service (tests/e2e/barrage.py:
-# noise, wrong magic or version, lengths over the limit, truncated heads, unsigned, forged
-# and out-of-sequence requests). Then: nothing was served, the log stays short, neither
-# process grew by 1 MiB or more of resident memory, and the launch completes.
+# sends 10,000 bad requests to it and 10,000 to h2's task service (2,000 each under ASan;
+# tests/e2e/barrage.py: noise, wrong magic or version, lengths over the limit, truncated
+# heads, unsigned, forged and out-of-sequence requests). Then: nothing was served, the log
+# stays short, neither process grew by 1 MiB or more of resident memory, and the launch
+# completes.
 BARRAGE=$HVD_SOURCE_DIR/tests/e2e/barrage.py
+# Under AddressSanitizer the code paths are what matters (each kind of bad request, the
+# eviction at the connection limit), not the count: 2,000 each there, which keeps this step
+# well inside the task services' --start-timeout on a loaded machine. Freed memory waits in
+# ASan's quarantine, so resident memory says nothing about leaks there (as in
+# e2e.port_barrage): the plain build checks it.
+sanitized=0
+grep -q '__asan_init' "$HVDRUN" && sanitized=1
+bad=10000
+((sanitized)) && bad=2000
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 (cd "$TMP" && HVD_TEST_H3_GATE=$TMP/h3-go PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 150 \
   "$HVDRUN" --disable-cache --verbose --start-timeout 120 -np 3 -H h1:1,h2:1,h3:1 \
@@ -235,10 +246,12 @@ task_before=$(rss_kib "$task")
 on h3 /usr/bin/python3 "$BARRAGE" idle "10.77.0.1:$port" 1000 "$TMP/idle-done" >"$TMP/idle.out" 2>&1 &
 idle=$!
 sleep 1
-on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.1:$port" 10000 >"$TMP/driver.barrage" 2>&1 ||
-  fail "barrage at the driver: $(cat "$TMP/driver.barrage")"
-on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.2:$tport" 10000 >"$TMP/task.barrage" 2>&1 ||
-  fail "barrage at h2's task service: $(cat "$TMP/task.barrage")"
+t0=$SECONDS
+on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.1:$port" $bad >"$TMP/driver.barrage" 2>&1 ||
+  fail "barrage at the driver: $(cat "$TMP/driver.barrage"); the launch: $(cat "$TMP/err")"
+on h3 /usr/bin/python3 "$BARRAGE" service "10.77.0.2:$tport" $bad >"$TMP/task.barrage" 2>&1 ||
+  fail "barrage at h2's task service ($((SECONDS - t0)) s after the first): $(cat "$TMP/task.barrage"); the launch: $(cat "$TMP/err")"
+took=$((SECONDS - t0))
 driver_after=$(rss_kib "$launcher")
 task_after=$(rss_kib "$task")
 touch "$TMP/idle-done" "$TMP/h3-go"
@@ -249,16 +262,12 @@ ERR=$(cat "$TMP/err")
 ((RC == 0)) || fail "barrage: the launch failed (exit $RC): $ERR"
 grep -q "rank 2 of 3" "$TMP/out" || fail "barrage: the job did not run: $(cat "$TMP/out")"
 lines=$(grep -c "rejected a message\|more messages were rejected\|to make room for" <<<"$ERR" || true)
-((lines <= 200)) || fail "barrage: $lines log lines for 20,000 bad requests"
-# (under AddressSanitizer freed memory waits in its quarantine, so resident memory says
-# nothing about leaks there, as in e2e.port_barrage; the plain build checks it)
-sanitized=0
-grep -q '__asan_init' "$HVDRUN" && sanitized=1
+((lines <= 200)) || fail "barrage: $lines log lines for $((2 * bad)) bad requests"
 ((sanitized || driver_after - driver_before < 1024)) ||
   fail "barrage: the driver's process grew from $driver_before to $driver_after KiB"
 ((sanitized || task_after - task_before < 1024)) ||
   fail "barrage: h2's task service grew from $task_before to $task_after KiB"
-ok "barrage at the driver and h2's task service ($(cat "$TMP/driver.barrage"); $(cat "$TMP/task.barrage"); $(cat "$TMP/idle.out")): resident memory $driver_before -> $driver_after KiB and $task_before -> $task_after KiB, $lines log lines, the launch completed"
+ok "barrage at the driver and h2's task service ($(cat "$TMP/driver.barrage"); $(cat "$TMP/task.barrage"); $(cat "$TMP/idle.out")): in $took s; resident memory $driver_before -> $driver_after KiB and $task_before -> $task_after KiB, $lines log lines, the launch completed"
 
 # 6. the start-up cache --------------------------------------------------------------------------
 run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"

@@ -31,8 +31,12 @@ class Job:
                    HOROVOD_GLOO_TIMEOUT_SECONDS="20")
         self.out = open(tmp_path / "out", "w+")
         self.err = open(tmp_path / "err", "w+")
-        self.proc = subprocess.Popen([HOROVODRUN, "--host-discovery-script", str(discover)] +
-                                     args, env=env, stdout=self.out, stderr=self.err)
+        # (--start-timeout: a Python worker imports torch before hvd_init, which under
+        # AddressSanitizer on a loaded 2-core machine took over the default 30 s; these tests
+        # are about recovery, tests/e2e/test_elastic.sh about the start timeout)
+        self.proc = subprocess.Popen([HOROVODRUN, "--host-discovery-script", str(discover),
+                                      "--start-timeout", "120"] + args,
+                                     env=env, stdout=self.out, stderr=self.err)
 
     def set_hosts(self, hosts):
         (self.tmp / "hosts.new").write_text("".join(f"{h}\n" for h in hosts))
