@@ -188,7 +188,8 @@ for sig in KILL STOP; do
   wait "$job" || RC=$?
   took=$((SECONDS - t0))
   ERR=$(cat "$TMP/err")
-  [[ $sig == STOP ]] && kill -CONT "$ts" 2>/dev/null
+  # (the launch may have ended it already: SIGKILL reaches a stopped process too)
+  [[ $sig == STOP ]] && { kill -CONT "$ts" 2>/dev/null || true; }
   if [[ $sig == KILL ]]; then
     ((RC == 0)) || fail "task service killed: the launch failed (exit $RC): $ERR"
     grep -q "rank 2 of 3" "$TMP/out" || fail "task service killed: the job did not run: $(cat "$TMP/out")"
