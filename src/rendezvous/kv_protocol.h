@@ -20,7 +20,10 @@
  *                          that the scope will never fill (its value says why). Every scope
  *                          answer carries HVD_KV_AGE_HEADER: the milliseconds since the last
  *                          PUT into the scope (-1: none), so that a client can time out
- *                          counting from the latest arrival.
+ *                          counting from the latest arrival. With X-Hvd-Count-Only: 1 the
+ *                          answer (after the same wait) is the count encoding instead: a
+ *                          rank of a big job waits for every rank without downloading
+ *                          every record.
  *   DELETE /<scope>/<key>  200. In a predefined scope (sized by the slot plan) the key is a
  *                          rank that finished with the scope; when every rank has, the scope's
  *                          data and finished list are cleared. In other scopes the key is
@@ -28,7 +31,9 @@
  *   other methods          501.
  *
  * Scope encoding: "HVS1", u32le entry count, then per entry u32le key length, u32le value
- * length, key bytes, value bytes. */
+ * length, key bytes, value bytes.
+ * Count encoding: "HVC1", u32le keys in the scope, then a scope encoding holding only the
+ * scope's HVD_KV_ABORT_KEY entry, or no entry. */
 #ifndef HVD_RENDEZVOUS_KV_PROTOCOL_H
 #define HVD_RENDEZVOUS_KV_PROTOCOL_H
 
@@ -38,6 +43,8 @@
 #define HVD_KV_SCOPE_MAGIC "HVS1"
 #define HVD_KV_AGE_HEADER "X-Hvd-Scope-Age-Ms"
 #define HVD_KV_ABORT_KEY "abort"
+#define HVD_KV_COUNT_ONLY_HEADER "X-Hvd-Count-Only"
+#define HVD_KV_COUNT_MAGIC "HVC1"
 
 /* Server defaults (hvd_kv_server_config_t may change them). */
 #define HVD_KV_DEFAULT_MAX_VALUE (1u << 20)   /* bytes per value */

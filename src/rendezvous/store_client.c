@@ -59,6 +59,7 @@ typedef struct {
     size_t max_body;
     int64_t deadline_ms;
     const char *want_header; /* NULL, or a response header to return */
+    int count_only;          /* send HVD_KV_COUNT_ONLY_HEADER */
 } store_request_t;
 
 /* Send one signed request, retrying transient failures until the deadline. On HVD_OK the
@@ -82,7 +83,7 @@ static hvd_status_t exchange(hvd_store_client_t *c, const store_request_t *r,
             hvd__kv_auth_sign(&c->secret, r->method, target, r->body, r->body_len, auth);
         if (st != HVD_OK)
             return st;
-        hvd_http_header_t headers[3] = {{HVD_KV_AUTH_HEADER, auth}};
+        hvd_http_header_t headers[4] = {{HVD_KV_AUTH_HEADER, auth}};
         size_t nh = 1;
         int64_t http_deadline = r->deadline_ms;
         if (r->wait_ms >= 0) {
@@ -97,6 +98,8 @@ static hvd_status_t exchange(hvd_store_client_t *c, const store_request_t *r,
             snprintf(count_buf, sizeof count_buf, "%ld", r->min_count);
             headers[nh++] = (hvd_http_header_t){HVD_KV_COUNT_HEADER, count_buf};
         }
+        if (r->count_only)
+            headers[nh++] = (hvd_http_header_t){HVD_KV_COUNT_ONLY_HEADER, "1"};
         hvd_http_request_t req = {.host = c->host,
                                   .port = c->port,
                                   .method = r->method,
@@ -159,7 +162,7 @@ static hvd_status_t check_status(hvd_store_client_t *c, const store_request_t *r
 
 hvd_status_t hvd__store_put(hvd_store_client_t *c, const char *scope, const char *key,
                             const void *value, size_t len, int64_t deadline_ms) {
-    store_request_t r = {"PUT", scope, key, value, len, -1, -1, 4096, deadline_ms, NULL};
+    store_request_t r = {"PUT", scope, key, value, len, -1, -1, 4096, deadline_ms, NULL, 0};
     hvd_http_response_t resp;
     hvd_status_t st = exchange(c, &r, &resp);
     if (st != HVD_OK)
@@ -171,8 +174,9 @@ hvd_status_t hvd__store_put(hvd_store_client_t *c, const char *scope, const char
 
 hvd_status_t hvd__store_get(hvd_store_client_t *c, const char *scope, const char *key, int wait,
                             int64_t deadline_ms, uint8_t **value_p, size_t *len_p) {
-    store_request_t r = {
-        "GET", scope, key, NULL, 0, wait ? 0 : -1, -1, HVD_KV_DEFAULT_MAX_VALUE, deadline_ms, NULL};
+    store_request_t r = {"GET",       scope,         key, NULL,
+                         0,           wait ? 0 : -1, -1,  HVD_KV_DEFAULT_MAX_VALUE,
+                         deadline_ms, NULL,          0};
     for (;;) {
         hvd_http_response_t resp;
         hvd_status_t st = exchange(c, &r, &resp);
@@ -198,7 +202,7 @@ hvd_status_t hvd__store_get(hvd_store_client_t *c, const char *scope, const char
 
 hvd_status_t hvd__store_delete(hvd_store_client_t *c, const char *scope, const char *key,
                                int64_t deadline_ms) {
-    store_request_t r = {"DELETE", scope, key, NULL, 0, -1, -1, 4096, deadline_ms, NULL};
+    store_request_t r = {"DELETE", scope, key, NULL, 0, -1, -1, 4096, deadline_ms, NULL, 0};
     hvd_http_response_t resp;
     hvd_status_t st = exchange(c, &r, &resp);
     if (st != HVD_OK)
@@ -215,7 +219,7 @@ void hvd__store_scope_fini(hvd_store_scope_t *scope) {
     }
     free(scope->entries);
     scope->entries = NULL;
-    scope->count = 0;
+    scope->count = scope->total = 0;
 }
 
 static uint32_t read_u32le(const uint8_t *p) {
@@ -264,6 +268,7 @@ hvd_status_t hvd__store_scope_decode(const uint8_t *body, size_t len, hvd_store_
     }
     if (off != len)
         goto err_truncated;
+    s.total = s.count;
     *scope_p = s;
     return HVD_OK;
 err_truncated:
@@ -278,8 +283,23 @@ const hvd_store_entry_t *hvd__store_scope_find(const hvd_store_scope_t *scope, c
     return NULL;
 }
 
-hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
-                                  int64_t deadline_ms, hvd_store_scope_t *scope_p) {
+hvd_status_t hvd__store_count_decode(const uint8_t *body, size_t len, hvd_store_scope_t *scope_p) {
+    if (len < 8 || memcmp(body, HVD_KV_COUNT_MAGIC, 4) != 0)
+        return hvd__error_set(HVD_ERR_PROTOCOL, "count response lacks the %s header",
+                              HVD_KV_COUNT_MAGIC);
+    hvd_status_t st = hvd__store_scope_decode(body + 8, len - 8, scope_p);
+    if (st == HVD_OK && scope_p->count > 1) {
+        hvd__store_scope_fini(scope_p);
+        return hvd__error_set(HVD_ERR_PROTOCOL, "count response carries more than its abort key");
+    }
+    if (st == HVD_OK)
+        scope_p->total = read_u32le(body + 4);
+    return st;
+}
+
+/* A whole-scope read, or its count (count_only), held until min_count keys or the abort key. */
+static hvd_status_t read_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
+                               int count_only, int64_t deadline_ms, hvd_store_scope_t *scope_p) {
     store_request_t r = {"GET",
                          scope,
                          "",
@@ -289,7 +309,8 @@ hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size
                          min_count ? (long)min_count : -1,
                          MAX_SCOPE_BODY,
                          deadline_ms,
-                         HVD_KV_AGE_HEADER};
+                         HVD_KV_AGE_HEADER,
+                         count_only};
     for (;;) {
         hvd_http_response_t resp;
         hvd_status_t st = exchange(c, &r, &resp);
@@ -298,14 +319,15 @@ hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size
         st = check_status(c, &r, resp.status);
         hvd_store_scope_t s = {0};
         if (st == HVD_OK)
-            st = hvd__store_scope_decode(resp.body, resp.body_len, &s);
+            st = count_only ? hvd__store_count_decode(resp.body, resp.body_len, &s)
+                            : hvd__store_scope_decode(resp.body, resp.body_len, &s);
         char *end = NULL;
         long long age = strtoll(resp.want_value, &end, 10);
         s.age_ms = resp.want_value[0] && end && !*end && age >= 0 ? (int64_t)age : -1;
         hvd__http_response_fini(&resp);
         if (st != HVD_OK)
             return hvd__error_wrap(st, "reading scope %s from %s:%d", scope, c->host, c->port);
-        if (s.count >= min_count || hvd__store_scope_find(&s, HVD_KV_ABORT_KEY)) {
+        if (s.total >= min_count || hvd__store_scope_find(&s, HVD_KV_ABORT_KEY)) {
             *scope_p = s;
             return HVD_OK;
         }
@@ -313,8 +335,18 @@ hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size
             *scope_p = s;
             return hvd__error_set(HVD_ERR_TIMEOUT,
                                   "timed out waiting for %zu keys in scope %s (have %zu)",
-                                  min_count, scope, s.count);
+                                  min_count, scope, s.total);
         }
         hvd__store_scope_fini(&s);
     }
+}
+
+hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
+                                  int64_t deadline_ms, hvd_store_scope_t *scope_p) {
+    return read_scope(c, scope, min_count, 0, deadline_ms, scope_p);
+}
+
+hvd_status_t hvd__store_count_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
+                                    int64_t deadline_ms, hvd_store_scope_t *scope_p) {
+    return read_scope(c, scope, min_count, 1, deadline_ms, scope_p);
 }

@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     hvd_store_entry_t *entries; /* sorted by key */
     size_t count;
+    size_t total;   /* keys the scope held at the answer: count, or hvd__store_count_scope's */
     int64_t age_ms; /* hvd__store_get_scope: ms since the scope's last PUT at the answer, or -1 */
 } hvd_store_scope_t;
 
@@ -53,10 +54,19 @@ hvd_status_t hvd__store_delete(hvd_store_client_t *c, const char *scope, const c
 hvd_status_t hvd__store_get_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
                                   int64_t deadline_ms, hvd_store_scope_t *scope_p);
 
+/* The same wait, answered with the scope's key count (in total) instead of its contents:
+ * entries hold at most HVD_KV_ABORT_KEY. A few dozen bytes however large the scope. */
+hvd_status_t hvd__store_count_scope(hvd_store_client_t *c, const char *scope, size_t min_count,
+                                    int64_t deadline_ms, hvd_store_scope_t *scope_p);
+
 void hvd__store_scope_fini(hvd_store_scope_t *scope);
 
 /* Decode a scope body (HVD_KV_SCOPE_MAGIC encoding). Exposed for tests and fuzzing. */
 hvd_status_t hvd__store_scope_decode(const uint8_t *body, size_t len, hvd_store_scope_t *scope_p);
+
+/* Decode a count answer (HVD_KV_COUNT_MAGIC encoding: total, and at most the abort key in
+ * entries). Exposed for tests and fuzzing. */
+hvd_status_t hvd__store_count_decode(const uint8_t *body, size_t len, hvd_store_scope_t *scope_p);
 
 /* The entry for key, or NULL. */
 const hvd_store_entry_t *hvd__store_scope_find(const hvd_store_scope_t *scope, const char *key);

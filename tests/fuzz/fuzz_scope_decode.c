@@ -1,4 +1,5 @@
-/* libFuzzer target: decoding of whole-scope responses from the rendezvous store. */
+/* libFuzzer target: decoding of whole-scope and count responses from the rendezvous store
+ * (every input goes to both decoders). */
 #include "rendezvous/store_client.h"
 
 #include <stdint.h>
@@ -17,6 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             total += 8 + strlen(scope.entries[i].key) + scope.entries[i].value_len;
         if (total != size) /* a decoded scope accounts for every byte */
             abort();
+        hvd__store_scope_fini(&scope);
+    }
+    if (hvd__store_count_decode(body, size, &scope) == HVD_OK) {
+        if (scope.count > 1 || (scope.count && strcmp(scope.entries[0].key, "abort")))
+            abort(); /* a count answer carries the abort key alone */
         hvd__store_scope_fini(&scope);
     }
     free(body);

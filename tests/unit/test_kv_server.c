@@ -3,7 +3,8 @@
  *   - start-up errors (no secret, bad address, port in use), the reported port;
  *   - PUT/GET/DELETE, 404 with an empty body, empty values, launcher writes to the store;
  *   - held GETs released by a PUT from another thread or by a direct store write, and held
- *     GETs answered 404 at their deadline; whole-scope reads with a minimum count;
+ *     GETs answered 404 at their deadline; whole-scope reads with a minimum count, and their
+ *     count-only form;
  *   - refusals change nothing: no Authorization (401), wrong secret, forged body, other
  *     path or method, replayed request (403);
  *   - malformed requests (garbage, bad path characters, 3 segments, query strings,
@@ -514,6 +515,76 @@ static void test_scope_abort_and_age(void **state) {
     hvd__store_client_destroy(c);
 }
 
+/* Count-only reads: the wait of a whole-scope read, answered with the count and at most the
+ * abort key, however big the scope; the header is refused anywhere else. */
+static void test_scope_count(void **state) {
+    (void)state;
+    hvd_store_client_t *c;
+    hvd_store_scope_t sc;
+    assert_int_equal(hvd__store_client_create("127.0.0.1", port, &secret, &c), HVD_OK);
+    char key[32], big[600];
+    memset(big, 'v', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "rank_%d", i);
+        assert_int_equal(
+            hvd__store_put(c, "cnt", key, big, strlen(big), hvd__clock_deadline_ms(5000)), HVD_OK);
+    }
+    assert_int_equal(hvd__store_count_scope(c, "cnt", 3, hvd__clock_deadline_ms(5000), &sc),
+                     HVD_OK);
+    assert_int_equal(sc.total, 3);
+    assert_int_equal(sc.count, 0); /* no record came with it */
+    assert_true(sc.age_ms >= 0 && sc.age_ms < 5000);
+    hvd__store_scope_fini(&sc);
+    /* an unknown scope counts 0 */
+    assert_int_equal(hvd__store_count_scope(c, "nothing", 0, hvd__clock_deadline_ms(5000), &sc),
+                     HVD_OK);
+    assert_int_equal(sc.total, 0);
+    assert_int_equal(sc.age_ms, -1);
+    hvd__store_scope_fini(&sc);
+    /* held for 4, released by the fourth PUT from another thread */
+    late_put_t lp = {150, "/cnt/rank_3", "x", 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_put, &lp), 0);
+    int64_t t0 = hvd__clock_now_ms();
+    assert_int_equal(hvd__store_count_scope(c, "cnt", 4, hvd__clock_deadline_ms(20000), &sc),
+                     HVD_OK);
+    pthread_join(th, NULL);
+    assert_true(hvd__clock_now_ms() - t0 >= 100);
+    assert_int_equal(sc.total, 4);
+    hvd__store_scope_fini(&sc);
+    /* short at its deadline: HVD_ERR_TIMEOUT with the count so far */
+    assert_int_equal(hvd__store_count_scope(c, "cnt", 9, hvd__clock_deadline_ms(300), &sc),
+                     HVD_ERR_TIMEOUT);
+    assert_int_equal(sc.total, 4);
+    hvd__store_scope_fini(&sc);
+    /* held for 9; the abort key ends it, and comes with the answer */
+    late_put_t ab = {150, "/cnt/" HVD_KV_ABORT_KEY, "rank 5 died", 0, 0};
+    assert_int_equal(pthread_create(&th, NULL, late_put, &ab), 0);
+    t0 = hvd__clock_now_ms();
+    assert_int_equal(hvd__store_count_scope(c, "cnt", 9, hvd__clock_deadline_ms(20000), &sc),
+                     HVD_OK);
+    pthread_join(th, NULL);
+    assert_true(hvd__clock_now_ms() - t0 < 5000);
+    assert_int_equal(sc.total, 5);
+    assert_int_equal(sc.count, 1);
+    const hvd_store_entry_t *e = hvd__store_scope_find(&sc, HVD_KV_ABORT_KEY);
+    assert_non_null(e);
+    assert_string_equal((const char *)e->value, "rank 5 died");
+    hvd__store_scope_fini(&sc);
+    hvd__store_client_destroy(c);
+    /* the header only as "1", only on a scope read */
+    assert_int_equal(status_of("GET", "/cnt/", NULL, &secret, HVD_KV_COUNT_ONLY_HEADER ": 2\r\n"),
+                     400);
+    assert_int_equal(
+        status_of("GET", "/cnt/rank_0", NULL, &secret, HVD_KV_COUNT_ONLY_HEADER ": 1\r\n"), 400);
+    resp_t r;
+    assert_int_equal(request("GET", "/cnt/", NULL, &secret, HVD_KV_COUNT_ONLY_HEADER ": 1\r\n", &r),
+                     200);
+    assert_true(r.body_len < 64); /* the records are 3 KiB */
+    resp_fini(&r);
+}
+
 static void test_auth_refusals(void **state) {
     (void)state;
     resp_t r;
@@ -985,6 +1056,7 @@ int main(void) {
         cmocka_unit_test(test_wait),
         cmocka_unit_test(test_scope_read),
         cmocka_unit_test(test_scope_abort_and_age),
+        cmocka_unit_test(test_scope_count),
         cmocka_unit_test(test_auth_refusals),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_oversize),

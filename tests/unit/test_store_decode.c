@@ -1,5 +1,5 @@
-/* Decoding of whole-scope responses: well-formed bodies round-trip; truncated, lying or
- * oversized ones are rejected without reading past the buffer. */
+/* Decoding of whole-scope and count responses: well-formed bodies round-trip; truncated,
+ * lying or oversized ones are rejected without reading past the buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,10 +109,39 @@ static void test_netif(void **state) {
     free(list);
 }
 
+/* A count answer: the count, and the abort key when there is one; nothing else passes. */
+static void test_count(void **state) {
+    (void)state;
+    uint8_t buf[256];
+    memcpy(buf, "HVC1", 4);
+    put_u32(buf + 4, 16384);
+    size_t len = 8 + encode(buf + 8, NULL, NULL, 0);
+    hvd_store_scope_t s;
+    assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_OK);
+    assert_int_equal(s.total, 16384);
+    assert_int_equal(s.count, 0);
+    hvd__store_scope_fini(&s);
+    const char *keys[] = {"abort", "rank_0"}, *values[] = {"rank 3 was killed", "x"};
+    len = 8 + encode(buf + 8, keys, values, 1);
+    assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_OK);
+    assert_int_equal(s.total, 16384);
+    assert_non_null(hvd__store_scope_find(&s, "abort"));
+    hvd__store_scope_fini(&s);
+    /* more than the abort key, a whole-scope body, truncated, bad magic */
+    len = 8 + encode(buf + 8, keys, values, 2);
+    assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_ERR_PROTOCOL);
+    assert_int_equal(hvd__store_count_decode(buf + 8, len - 8, &s), HVD_ERR_PROTOCOL);
+    assert_int_equal(hvd__store_count_decode(buf, 7, &s), HVD_ERR_PROTOCOL);
+    assert_int_equal(hvd__store_count_decode(buf, 12, &s), HVD_ERR_PROTOCOL);
+    buf[3] = '2';
+    assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_ERR_PROTOCOL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_count),
         cmocka_unit_test(test_netif),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
