@@ -31,7 +31,7 @@ echo "=== configure + build: build-fuzz (clang, -DHVD_FUZZ=ON)"
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_http_head fuzz_scope_decode fuzz_kv_auth \
   fuzz_hosts fuzz_settings fuzz_frame fuzz_negotiate fuzz_cycle fuzz_exec_spec fuzz_service \
-  fuzz_elastic_msg \
+  fuzz_elastic_msg fuzz_rank_plan \
   >/dev/null
 echo "=== fuzz: build-fuzz"
 # (two at a time on two cores: each target still gets its time, at half the executions)

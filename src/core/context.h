@@ -4,6 +4,7 @@
 #define HVD_CORE_CONTEXT_H
 
 #include "collectives/group.h"
+#include "core/check_in.h"
 #include "common/params.h"
 #include "crypto/secret.h"
 #include "rendezvous/store_client.h"
@@ -18,8 +19,9 @@ typedef struct hvd_context {
     int round;           /* elastic: the round of this init; names the check-in scope */
     hvd_params_t params;
     hvd_secret_t secret;
-    hvd_store_client_t *store; /* NULL for a job of size 1 without a launcher */
-    hvd_transport_t *tp;       /* NULL when size is 1 */
+    hvd_store_client_t *store;     /* NULL for a job of size 1 without a launcher */
+    hvd_check_in_state_t check_in; /* for peers' addresses learnt after a planned check-in */
+    hvd_transport_t *tp;           /* NULL when size is 1 */
     hvd_group_t global, local, cross;
     char **hosts;    /* every rank's host name, for messages */
     int homogeneous; /* every host runs the same number of ranks */

@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "core/check_in.h"
 #include "core/context.h"
 #include "core/process_set.h"
 #include "core/elastic_agent.h"
@@ -36,16 +37,6 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t use_lock = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* What each rank publishes when it checks in: where its data-plane listener is, and its
- * place on its host. */
-typedef struct {
-    hvd_tcp_peer_addr_t addr;
-    int local_rank, cross_rank;
-    /* the machine it runs on (the kernel's boot id): ranks under different host names
-     * (network namespaces, 127.0.0.x) may still share one machine's cores */
-    char machine[40];
-} rank_info_t;
-
 static hvd_config_t config; /* options of the current hvd_init_ex call */
 /* "Open MPI" or "MPICH" when the rank came from an MPI launcher's environment (the cross
  * rank is then worked out at check-in), else NULL. */
@@ -58,7 +49,7 @@ static const char *getenv_lookup(const char *name, void *arg) {
 
 /* Under an MPI launcher only local ranks are known up front: every rank's cross rank follows
  * from all of them. */
-static hvd_status_t cross_from_check_in(hvd_context_t *c, rank_info_t *infos) {
+static hvd_status_t cross_from_check_in(hvd_context_t *c, hvd_rank_info_t *infos) {
     hvd_params_t *p = &c->params;
     int *local = calloc((size_t)p->size, sizeof *local);
     int *cross = calloc((size_t)p->size, sizeof *cross);
@@ -93,206 +84,6 @@ static hvd_status_t check_topology(const hvd_params_t *p) {
                               "with HOROVOD_SIZE=%d",
                               p->cross_rank, p->cross_size, p->size);
     return HVD_OK;
-}
-
-/* Name up to a few ranks missing from a check-in scope, for the timeout message. */
-static void describe_missing(const hvd_store_scope_t *s, int size, char *out, size_t out_size) {
-    size_t n = 0;
-    int missing = 0, listed = 0;
-    out[0] = '\0';
-    for (int r = 0; r < size; r++) {
-        char key[32];
-        snprintf(key, sizeof key, "rank_%d", r);
-        if (hvd__store_scope_find(s, key))
-            continue;
-        missing++;
-        if (listed < 16 && n < out_size) {
-            int w = snprintf(out + n, out_size - n, "%s%d", listed ? ", " : "", r);
-            if (w > 0)
-                n += (size_t)w;
-            listed++;
-        }
-    }
-    if (missing > listed && n < out_size)
-        snprintf(out + n, out_size - n, ", ... (%d of %d missing)", missing, size);
-    else if (n < out_size)
-        snprintf(out + n, out_size - n, " (%d of %d missing)", missing, size);
-}
-
-/* This machine's identity for rank_info_t.machine: the kernel's boot id, or "unknown". */
-static void machine_id(char *out, size_t size) {
-    snprintf(out, size, "unknown");
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f)
-        return;
-    char buf[64];
-    if (fgets(buf, sizeof buf, f) && buf[0] != '\n') {
-        buf[strcspn(buf, " \n")] = '\0';
-        snprintf(out, size, "%.39s", buf);
-    }
-    fclose(f);
-}
-
-/* "host=h pid=1 addr=a port=2 local_rank=0 cross_rank=0 machine=m" -> info. -1 when
- * malformed. */
-static int parse_rank_value(const char *v, rank_info_t *info) {
-    memset(info, 0, sizeof *info);
-    info->local_rank = info->cross_rank = -1;
-    long pid;
-    if (sscanf(v, "host=%63s pid=%ld addr=%15s port=%d local_rank=%d cross_rank=%d machine=%39s",
-               info->addr.host, &pid, info->addr.addr, &info->addr.port, &info->local_rank,
-               &info->cross_rank, info->machine) != 7)
-        return -1;
-    return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
-}
-
-/* Every rank announces itself (with its data-plane address) in the scope of this init
- * generation and reads every rank's announcement back in one long-poll request: after
- * this, every rank knows the job is complete and where each peer listens. The scope is new
- * for each generation so that a rank re-initialising early can never disturb a slower rank
- * still reading the previous generation. */
-/* The same check-in through PMIx (a plain Open MPI mpirun): every rank's record, and rank 0's
- * job secret, which from here on guards the data plane. */
-static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, rank_info_t *infos) {
-    const hvd_params_t *p = &c->params;
-    char **records = NULL;
-    hvd_secret_t secret;
-    hvd_status_t st = hvd__pmix_exchange(p->rank, p->size, value, &c->secret,
-                                         p->gloo_timeout_seconds, &records, &secret);
-    if (st != HVD_OK)
-        return hvd__error_wrap(st, "rank %d could not meet the other ranks through PMIx", p->rank);
-    c->secret = secret;
-    hvd__secret_wipe(&secret);
-    for (int r = 0; r < p->size && st == HVD_OK; r++)
-        if (parse_rank_value(records[r], &infos[r]) != 0)
-            st = hvd__error_set(HVD_ERR_PROTOCOL,
-                                "rank %d: the PMIx check-in record of rank %d is malformed "
-                                "(mixed hvd versions in one job?)",
-                                p->rank, r);
-    hvd__pmix_records_free(records, p->size);
-    return st;
-}
-
-/* The launcher's word that this check-in will never complete (HVD_KV_ABORT_KEY: a rank died
- * before it checked in, or the elastic driver failed the round). */
-static hvd_status_t check_abort(const hvd_context_t *c, const hvd_store_scope_t *s) {
-    if (c->elastic)
-        return hvd__elastic_rdv_check_abort(s, c->round);
-    const hvd_store_entry_t *e = hvd__store_scope_find(s, HVD_KV_ABORT_KEY);
-    if (!e)
-        return HVD_OK;
-    char text[HVD_ELASTIC_VALUE_MAX + 1];
-    hvd__elastic_msg_printable((const char *)e->value, e->value_len, text, sizeof text);
-    return hvd__error_set(HVD_ERR_PEER_LOST, "the job failed before every rank checked in: %s",
-                          text);
-}
-
-/* The check-in wait. The timeout counts from the latest check-in, not from this rank's own,
- * so that a launcher still starting ranks (a thousand on one host, or an elastic driver
- * starting 512 workers, take longer than the timeout) never fails the early ones while
- * check-ins keep arriving: one long poll per timeout, and when it ends short, the store's age
- * of the scope says when the latest rank arrived, and the rank gives up a timeout after that
- * (or polls on until then). The launcher's abort key (a rank died before it checked in, or
- * the elastic driver failed the round before it formed, init.r<R>/abort) ends the wait at
- * once: the store answers held polls when it appears. A poll the store left unanswered (a
- * store busy with a thousand clients) is asked again, with one more timeout of grace. (The
- * elastic check-in polled every second to see the abort key; 512 workers re-reading the
- * whole scope every second starved their heartbeats.) */
-static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int timeout_ms,
-                                  hvd_store_scope_t *scope_p) {
-    size_t size = (size_t)c->params.size, seen = 0;
-    int64_t deadline = hvd__clock_deadline_ms(timeout_ms), give_up = deadline + timeout_ms;
-    for (;;) {
-        hvd_store_scope_t s = {0};
-        /* short of the count, the scope comes back as it is with HVD_ERR_TIMEOUT */
-        hvd_status_t st = hvd__store_get_scope(c->store, scope, size, deadline, &s);
-        if (st == HVD_ERR_TIMEOUT && !s.entries && hvd__clock_remaining_ms(give_up) > 0) {
-            HVD_LOG_D("rank %d: check-in poll unanswered (%s); asking again", c->params.rank,
-                      hvd_last_error());
-            if (hvd__clock_remaining_ms(deadline) == 0)
-                deadline = give_up;
-            continue;
-        }
-        if (st != HVD_OK && !(st == HVD_ERR_TIMEOUT && s.entries))
-            return st;
-        if ((st = check_abort(c, &s)) != HVD_OK) {
-            hvd__store_scope_fini(&s);
-            return st;
-        }
-        if (s.count >= size) {
-            *scope_p = s;
-            return HVD_OK;
-        }
-        if (s.age_ms >= 0) {
-            /* the store says when the latest rank arrived: give up a timeout after that */
-            int64_t now = hvd__clock_now_ms(), after_last = now - s.age_ms + timeout_ms;
-            if (after_last <= now) {
-                *scope_p = s;
-                return HVD_ERR_TIMEOUT;
-            }
-            deadline = after_last;
-            give_up = deadline + timeout_ms;
-        } else if (s.count > seen && hvd__clock_remaining_ms(deadline) == 0) {
-            /* a store that does not say its age: the ranks that came meanwhile buy another
-             * timeout */
-            seen = s.count;
-            deadline = hvd__clock_deadline_ms(timeout_ms);
-            give_up = deadline + timeout_ms;
-        } else if (hvd__clock_remaining_ms(deadline) == 0) {
-            *scope_p = s;
-            return HVD_ERR_TIMEOUT;
-        }
-        hvd__store_scope_fini(&s);
-    }
-}
-
-static hvd_status_t check_in(hvd_context_t *c, const char *addr, int port, rank_info_t *infos) {
-    const hvd_params_t *p = &c->params;
-    char scope[HVD_ELASTIC_NAME_MAX], key[32], value[512];
-    if (c->elastic)
-        hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_INIT, c->round, scope);
-    else
-        snprintf(scope, sizeof scope, "init.%u", c->generation);
-    snprintf(key, sizeof key, "rank_%d", p->rank);
-    char machine[40];
-    machine_id(machine, sizeof machine);
-    int n =
-        snprintf(value, sizeof value,
-                 "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d machine=%s",
-                 p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank, machine);
-    if (!c->store)
-        return check_in_pmix(c, value, infos);
-    int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
-    hvd_status_t st = hvd__store_put(c->store, scope, key, value, (size_t)n, deadline);
-    if (st != HVD_OK)
-        return hvd__error_wrap(st, "rank %d could not check in with the rendezvous store at %s:%d",
-                               p->rank, p->rendezvous_addr, p->rendezvous_port);
-    hvd_store_scope_t s = {0};
-    st = wait_check_in(c, scope, p->gloo_timeout_seconds * 1000, &s);
-    if (st == HVD_ERR_TIMEOUT && s.entries) {
-        char missing[256];
-        describe_missing(&s, p->size, missing, sizeof missing);
-        hvd__store_scope_fini(&s);
-        return hvd__error_set(HVD_ERR_TIMEOUT,
-                              "rank %d: rendezvous timed out: no rank checked in for at least %d "
-                              "s and ranks %s never did at %s/ of %s:%d; raise "
-                              "HOROVOD_GLOO_TIMEOUT_SECONDS if they are slow to start",
-                              p->rank, p->gloo_timeout_seconds, missing, scope, p->rendezvous_addr,
-                              p->rendezvous_port);
-    }
-    if (st != HVD_OK)
-        return hvd__error_wrap(st, "rank %d could not complete the rendezvous", p->rank);
-    for (int r = 0; r < p->size && st == HVD_OK; r++) {
-        snprintf(key, sizeof key, "rank_%d", r);
-        const hvd_store_entry_t *e = hvd__store_scope_find(&s, key);
-        if (!e || parse_rank_value((const char *)e->value, &infos[r]) != 0)
-            st = hvd__error_set(HVD_ERR_PROTOCOL,
-                                "rank %d: the rendezvous entry of rank %d is missing or malformed "
-                                "(mixed hvd versions in one job?)",
-                                p->rank, r);
-    }
-    hvd__store_scope_fini(&s);
-    return st;
 }
 
 /* The address the data plane listens on: the configured interface's, else the one this
@@ -343,7 +134,7 @@ static int cmp_str_ptr(const void *a, const void *b) {
 
 /* Horovod's is_homogeneous: every host runs the same number of ranks (hosts told apart as
  * the local groups are). Sorting the names makes this O(p log p) for big jobs. */
-static hvd_status_t find_homogeneous(const rank_info_t *infos, int size, int *homogeneous_p) {
+static hvd_status_t find_homogeneous(const hvd_rank_info_t *infos, int size, int *homogeneous_p) {
     const char **names = malloc((size_t)size * sizeof *names);
     if (!names)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
@@ -368,7 +159,7 @@ static hvd_status_t find_homogeneous(const rank_info_t *infos, int size, int *ho
 
 /* Build the local (same host) and cross (same local rank) groups from the check-in data,
  * ordered by local and cross rank, and check them against what the launcher said. */
-static hvd_status_t make_groups(hvd_context_t *c, const rank_info_t *infos) {
+static hvd_status_t make_groups(hvd_context_t *c, const hvd_rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     int *loc = calloc((size_t)p->size, sizeof *loc), *crs = calloc((size_t)p->size, sizeof *crs);
     hvd_status_t st = HVD_OK;
@@ -380,7 +171,7 @@ static hvd_status_t make_groups(hvd_context_t *c, const rank_info_t *infos) {
     for (int i = 0; i < p->size; i++)
         loc[i] = crs[i] = -1;
     for (int r = 0; r < p->size; r++) {
-        const rank_info_t *in = &infos[r];
+        const hvd_rank_info_t *in = &infos[r];
         if (strcmp(in->addr.host, infos[p->rank].addr.host) == 0) {
             if (in->local_rank < 0 || in->local_rank >= p->size || loc[in->local_rank] >= 0) {
                 st = hvd__error_set(HVD_ERR_INVALID_ARG,
@@ -462,7 +253,7 @@ static hvd_status_t make_solo_groups(hvd_context_t *c) {
 
 /* The group rank of local rank j on host h at grid[h * L + j], from every rank's place; NULL
  * when the places do not form that grid (a host whose ranks have different cross ranks). */
-static int *hier_grid(const hvd_context_t *c, const rank_info_t *infos) {
+static int *hier_grid(const hvd_context_t *c, const hvd_rank_info_t *infos) {
     int L = c->local.size, H = c->cross.size, n = c->params.size;
     int *grid = malloc((size_t)n * sizeof *grid);
     if (!grid || L * H != n)
@@ -470,7 +261,7 @@ static int *hier_grid(const hvd_context_t *c, const rank_info_t *infos) {
     for (int i = 0; i < n; i++)
         grid[i] = -1;
     for (int r = 0; r < n; r++) {
-        const rank_info_t *in = &infos[r];
+        const hvd_rank_info_t *in = &infos[r];
         int h = in->cross_rank, j = in->local_rank;
         if (h < 0 || h >= H || j < 0 || j >= L || grid[h * L + j] >= 0)
             return free(grid), NULL;
@@ -501,7 +292,7 @@ static size_t hier_min(int setting, size_t auto_kib) {
  * same number (at least two) of ranks each: the global group's allreduce and allgather go
  * hierarchically (shm_coll.h), always or from the auto sizes on, when every host has its
  * arena, which the ranks agree on here (one small allreduce). */
-static hvd_status_t plan_hierarchical(hvd_context_t *c, const rank_info_t *infos) {
+static hvd_status_t plan_hierarchical(hvd_context_t *c, const hvd_rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     int ar = p->hierarchical_allreduce, ag = p->hierarchical_allgather;
     if ((!ar && !ag) || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
@@ -616,7 +407,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         }
     }
     unsigned char *local = NULL;
-    rank_info_t *infos = calloc((size_t)p->size, sizeof *infos);
+    hvd_rank_info_t *infos = calloc((size_t)p->size, sizeof *infos);
     hvd_tcp_peer_addr_t *addrs = calloc((size_t)p->size, sizeof *addrs);
     int *all = calloc((size_t)p->size, sizeof *all);
     local = calloc((size_t)p->size, 1);
@@ -624,7 +415,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         goto err_close;
     }
-    st = check_in(c, addr, port, infos);
+    int on_machine = 0, lazy = 0;
+    st = hvd__check_in(c, addr, port, infos, &on_machine, &lazy);
     if (st == HVD_OK && mpi_launcher)
         st = cross_from_check_in(c, infos);
     if (st != HVD_OK)
@@ -641,9 +433,6 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
     /* more ranks on this machine than cores, whatever host names they run under */
-    int on_machine = 0;
-    for (int r = 0; r < p->size; r++)
-        on_machine += strcmp(infos[r].machine, infos[p->rank].machine) == 0;
     int oversubscribed = p->local_size > online_cpus() || on_machine > online_cpus();
     /* Automatic: poll for a millisecond when every local rank has a core; with more ranks
      * than cores, poll ten times longer but yield the core on every idle turn, so a peer
@@ -667,6 +456,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         .congestion = p->tcp_congestion,
         .local = p->shm ? local : NULL,
         .unix_listen_fd = ulfd,
+        .resolve = lazy ? hvd__check_in_resolve : NULL,
+        .resolve_arg = c,
     };
     ulfd = -1; /* the transport's now, even when its creation fails */
     st = hvd__tcp_create(&tc, &c->tp);

@@ -747,7 +747,7 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
             return HVD_OK;
         }
     }
-    hvd_status_t st = hvd__store_scopes_declare(d->cfg->server, plan);
+    hvd_status_t st = hvd__store_scopes_declare(d->cfg->server, plan, NULL);
     if (st != HVD_OK)
         return st;
     const char **names = calloc(plan->count, sizeof *names);

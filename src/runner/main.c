@@ -10,6 +10,7 @@
 #include "os/socket.h"
 #include "os/spawn.h"
 #include "rendezvous/kv_server.h"
+#include "rendezvous/rank_plan.h"
 #include "runner/help.h"
 #include "runner/hosts.h"
 #include "runner/launch.h"
@@ -504,8 +505,10 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     hvd_env_list_t exports;
     hvd__env_list_init(&exports);
     st = hvd__kv_server_start(&kc, &server);
-    if (st == HVD_OK && !s->elastic) /* the elastic driver declares them per round */
-        st = hvd__store_scopes_declare(server, plan);
+    /* The elastic driver declares them per round. Under mpirun, mpirun places the ranks, so
+     * the ranks get no plan from here and check in with every record. */
+    if (st == HVD_OK && !s->elastic)
+        st = hvd__store_scopes_declare(server, plan, mpi ? NULL : HVD_RANK_PLAN_STATIC_KEY);
     if (st == HVD_OK && s->verbose)
         printf("Launched horovod server.\n");
     if (st == HVD_OK)

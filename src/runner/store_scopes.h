@@ -7,6 +7,9 @@
 #include "rendezvous/kv_server.h"
 #include "runner/hosts.h"
 
-/* Clear the store and declare the plan's scopes (hvd__kv_server_reset). */
-hvd_status_t hvd__store_scopes_declare(hvd_kv_server_t *server, const hvd_slot_plan_t *plan);
+/* Clear the store and declare the plan's scopes (hvd__kv_server_reset); with plan_key, also
+ * publish the plan itself for the ranks' check-in (rendezvous/rank_plan.h) under
+ * plan/<plan_key>. */
+hvd_status_t hvd__store_scopes_declare(hvd_kv_server_t *server, const hvd_slot_plan_t *plan,
+                                       const char *plan_key);
 #endif

@@ -148,6 +148,8 @@ typedef struct {
     void *arena_mem;
     int arena_usable;
     hvd_arena_t arena;
+    hvd_status_t (*resolve)(void *arg, int rank, hvd_tcp_peer_addr_t *addrs);
+    void *resolve_arg;
 } tcp_t;
 
 #define NONE ((size_t)-1)
@@ -155,8 +157,11 @@ typedef struct {
 static void arena_map(tcp_t *t, int from);
 
 static const char *peer_name(tcp_t *t, int r, char *buf, size_t n) {
-    snprintf(buf, n, "rank %d (host %s, %s:%d)", r, t->addrs[r].host, t->addrs[r].addr,
-             t->addrs[r].port);
+    if (t->addrs[r].port == 0) /* not learnt yet */
+        snprintf(buf, n, "rank %d (host %s)", r, t->addrs[r].host);
+    else
+        snprintf(buf, n, "rank %d (host %s, %s:%d)", r, t->addrs[r].host, t->addrs[r].addr,
+                 t->addrs[r].port);
     return buf;
 }
 
@@ -646,6 +651,13 @@ static hvd_status_t start_connection(tcp_t *t, int r) {
     if (r < t->base.rank) {
         p->state = PEER_AWAIT;
         return HVD_OK;
+    }
+    if (t->addrs[r].port == 0) {
+        hvd_status_t st =
+            t->resolve ? t->resolve(t->resolve_arg, r, t->addrs)
+                       : hvd__error_set(HVD_ERR_INVALID_ARG, "rank %d's address is not known", r);
+        if (st != HVD_OK)
+            return st;
     }
     if (t->local[r]) {
         char name[HVD_TCP_UNIX_NAME_MAX];
@@ -1417,6 +1429,8 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "cannot create the tcp transport");
     }
     memcpy(t->addrs, cfg->peers, (size_t)cfg->size * sizeof *t->addrs);
+    t->resolve = cfg->resolve;
+    t->resolve_arg = cfg->resolve_arg;
     int nlocal = 0;
     for (int r = 0; r < cfg->size; r++) {
         t->peers[r].fd = t->peers[r].shm_fd = -1;

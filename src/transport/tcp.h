@@ -32,6 +32,11 @@ typedef struct {
      * all, and unix_listen_fd is ignored. */
     const unsigned char *local;
     int unix_listen_fd;
+    /* Peers whose port is 0 are not known yet (a planned check-in, core/check_in.h): before
+     * this rank first connects to one, resolve(resolve_arg, r, addrs) fills addrs[r] (it may
+     * fill others too). NULL: every peer is known. Called from the thread of the exchange. */
+    hvd_status_t (*resolve)(void *arg, int rank, hvd_tcp_peer_addr_t *addrs);
+    void *resolve_arg;
 } hvd_tcp_config_t;
 
 /* The abstract unix socket name of the rank whose TCP listener is addr:port: unique on its

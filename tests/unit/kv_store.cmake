@@ -1,2 +1,4 @@
 # KV store executable: the data rules listed at the top of its source (no HTTP).
 hvd_unit_test(kv_store tests/unit/test_kv_store.c)
+# The slot plan the ranks read from the store, as horovodrun publishes it.
+hvd_unit_test(rank_plan tests/unit/test_rank_plan.c)
