@@ -227,11 +227,13 @@ static hvd_status_t wait_all(hvd_context_t *c, const char *scope, int count_only
     const hvd_params_t *p = &c->params;
     hvd_status_t st = wait_check_in(c, scope, count_only, p->gloo_timeout_seconds * 1000, s);
     if (st == HVD_ERR_TIMEOUT && s->entries) {
-        hvd__store_scope_fini(s);
-        if (count_only &&
-            hvd__store_get_scope(c->store, scope, 0, hvd__clock_deadline_ms(5000), s) != HVD_OK) {
-            hvd__error_clear();
-            *s = (hvd_store_scope_t){0};
+        if (count_only) { /* the records, to name who is missing */
+            hvd__store_scope_fini(s);
+            if (hvd__store_get_scope(c->store, scope, 0, hvd__clock_deadline_ms(5000), s) !=
+                HVD_OK) {
+                hvd__error_clear();
+                *s = (hvd_store_scope_t){0};
+            }
         }
         st = timed_out(c, scope, s);
         hvd__store_scope_fini(s);

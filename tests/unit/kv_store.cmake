@@ -2,3 +2,5 @@
 hvd_unit_test(kv_store tests/unit/test_kv_store.c)
 # The slot plan the ranks read from the store, as horovodrun publishes it.
 hvd_unit_test(rank_plan tests/unit/test_rank_plan.c)
+# The check-in of a whole job played by threads against the server: planned and every record.
+hvd_unit_test(check_in tests/unit/test_check_in.c)
