@@ -288,7 +288,8 @@ hvd_status_t hvd__store_count_decode(const uint8_t *body, size_t len, hvd_store_
         return hvd__error_set(HVD_ERR_PROTOCOL, "count response lacks the %s header",
                               HVD_KV_COUNT_MAGIC);
     hvd_status_t st = hvd__store_scope_decode(body + 8, len - 8, scope_p);
-    if (st == HVD_OK && scope_p->count > 1) {
+    if (st == HVD_OK && (scope_p->count > 1 ||
+                         (scope_p->count && strcmp(scope_p->entries[0].key, HVD_KV_ABORT_KEY)))) {
         hvd__store_scope_fini(scope_p);
         return hvd__error_set(HVD_ERR_PROTOCOL, "count response carries more than its abort key");
     }

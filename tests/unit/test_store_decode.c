@@ -127,7 +127,9 @@ static void test_count(void **state) {
     assert_int_equal(s.total, 16384);
     assert_non_null(hvd__store_scope_find(&s, "abort"));
     hvd__store_scope_fini(&s);
-    /* more than the abort key, a whole-scope body, truncated, bad magic */
+    /* another key alone, more than the abort key, a whole-scope body, truncated, bad magic */
+    len = 8 + encode(buf + 8, keys + 1, values + 1, 1);
+    assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_ERR_PROTOCOL);
     len = 8 + encode(buf + 8, keys, values, 2);
     assert_int_equal(hvd__store_count_decode(buf, len, &s), HVD_ERR_PROTOCOL);
     assert_int_equal(hvd__store_count_decode(buf + 8, len - 8, &s), HVD_ERR_PROTOCOL);
