@@ -5,8 +5,12 @@
  * take one per rank: with it, a rank of a 16,384-rank job learns everyone's place without
  * downloading everyone's record (core/init.c, "the planned check-in").
  *
- * Text encoding: "HVP1 <hosts> <ranks>\n", then one line "<slots> <host>\n" per host. A host
- * name is 1..HVD_RANK_PLAN_HOST_MAX bytes of printable ASCII other than space. */
+ * Text encoding: "HVP1 <hosts> <ranks>\n", then lines "<slots> <hosts>\n", where <hosts> is a
+ * host name, or a range of names as Slurm writes them, "prefix[lo-hi]" (node[001-512]: lo
+ * written with leading zeros pads every number to its width), for consecutive hosts with the
+ * same rank count. A cluster's plan takes a line per run of alike hosts: a few dozen bytes
+ * for 2,048 nodes. A host name is 1..HVD_RANK_PLAN_HOST_MAX bytes of printable ASCII other
+ * than space and brackets. */
 #ifndef HVD_RENDEZVOUS_RANK_PLAN_H
 #define HVD_RENDEZVOUS_RANK_PLAN_H
 
@@ -17,7 +21,7 @@
 #define HVD_RANK_PLAN_SCOPE "plan"
 #define HVD_RANK_PLAN_STATIC_KEY "static" /* the plan of a static (non-elastic) launch */
 #define HVD_RANK_PLAN_HOST_MAX 255
-#define HVD_RANK_PLAN_MAX_RANKS (1 << 24)
+#define HVD_RANK_PLAN_MAX_RANKS (1 << 20)
 
 typedef struct {
     char **hosts; /* count names */

@@ -49,14 +49,68 @@ static void test_round_trip_and_places(void **state) {
     free(text);
 }
 
+/* Consecutive alike hosts go in one range, as Slurm writes node lists; what decodes is the
+ * same list of hosts. */
+static void test_ranges(void **state) {
+    (void)state;
+    const char *hosts[] = {"node01", "node02", "node03", "node04", "n8",     "n9",
+                           "n10",    "x",      "node98", "node99", "node100"};
+    int slots[] = {2, 2, 2, 1, 1, 1, 1, 1, 4, 4, 4};
+    char *text;
+    size_t len;
+    assert_int_equal(hvd__rank_plan_encode(hosts, slots, 11, &text, &len), HVD_OK);
+    assert_string_equal(text, "HVP1 11 23\n2 node[01-03]\n1 node04\n1 n[8-10]\n1 x\n"
+                              "4 node[98-100]\n");
+    hvd_rank_plan_t plan;
+    assert_int_equal(hvd__rank_plan_decode(text, len, &plan), HVD_OK);
+    assert_int_equal(plan.count, 11);
+    assert_int_equal(plan.size, 23);
+    for (size_t h = 0; h < 11; h++) {
+        assert_string_equal(plan.hosts[h], hosts[h]);
+        assert_int_equal(plan.slots[h], slots[h]);
+    }
+    assert_int_equal(plan.first[10], 19);
+    hvd__rank_plan_fini(&plan);
+    free(text);
+    /* padded numbers stay in one range while they keep its width: p09..p99, then p100 */
+    static char pnames[92][8];
+    static const char *pad[92];
+    static int ones[92];
+    for (int i = 0; i < 92; i++) {
+        snprintf(pnames[i], sizeof pnames[i], "p%02d", i + 9);
+        pad[i] = pnames[i];
+        ones[i] = 1;
+    }
+    assert_int_equal(hvd__rank_plan_encode(pad, ones, 92, &text, &len), HVD_OK);
+    assert_string_equal(text, "HVP1 92 92\n1 p[09-99]\n1 p100\n");
+    free(text);
+    /* 2,048 nodes of 8: one line */
+    static const char *many[2048];
+    static int eight[2048];
+    static char names[2048][16];
+    for (int i = 0; i < 2048; i++) {
+        snprintf(names[i], sizeof names[i], "sim%05d", i);
+        many[i] = names[i];
+        eight[i] = 8;
+    }
+    assert_int_equal(hvd__rank_plan_encode(many, eight, 2048, &text, &len), HVD_OK);
+    assert_string_equal(text, "HVP1 2048 16384\n8 sim[00000-02047]\n");
+    assert_int_equal(hvd__rank_plan_decode(text, len, &plan), HVD_OK);
+    assert_string_equal(plan.hosts[2047], "sim02047");
+    assert_int_equal(plan.first[2047], 16376);
+    hvd__rank_plan_fini(&plan);
+    free(text);
+}
+
 static void test_encode_refuses(void **state) {
     (void)state;
     char *text;
     size_t len;
-    const char *spaced[] = {"a b"}, *empty[] = {""};
+    const char *spaced[] = {"a b"}, *empty[] = {""}, *bracket[] = {"a[1]"};
     int one[] = {1}, zero[] = {0};
     assert_int_equal(hvd__rank_plan_encode(spaced, one, 1, &text, &len), HVD_ERR_INVALID_ARG);
     assert_int_equal(hvd__rank_plan_encode(empty, one, 1, &text, &len), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__rank_plan_encode(bracket, one, 1, &text, &len), HVD_ERR_INVALID_ARG);
     const char *a[] = {"a"};
     assert_int_equal(hvd__rank_plan_encode(a, zero, 1, &text, &len), HVD_ERR_INVALID_ARG);
 }
@@ -80,6 +134,14 @@ static void test_decode_rejects(void **state) {
         "HVP1 1000000 1000000\n1 a\n", /* more hosts than the bytes can hold */
         "HVP1 1 1\n1 a\x01\n",         /* a control byte */
         "HVP1 -1 1\n1 a\n",            /* a sign */
+        "HVP1 2 2\n1 a[3-2]\n",        /* a range backwards */
+        "HVP1 3 3\n1 a[08-100]\n",     /* padded numbers of another width */
+        "HVP1 2 2\n1 a[1-2]x\n",       /* bytes after a range */
+        "HVP1 2 2\n1 a[1-3]\n",        /* more hosts than the header's */
+        "HVP1 2 2\n1 a[-2]\n",         /* no first number */
+        "HVP1 2 2\n1 a[1-2\n",         /* unclosed */
+        "HVP1 1 1\n1 a]\n",            /* a bracket in a name */
+        "HVP1 2 3\n2 a[1-2]\n",        /* more ranks than the header's */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         hvd_rank_plan_t plan;
@@ -143,9 +205,8 @@ static void test_published_plans(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_and_places),
-        cmocka_unit_test(test_encode_refuses),
-        cmocka_unit_test(test_decode_rejects),
+        cmocka_unit_test(test_round_trip_and_places), cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_encode_refuses),        cmocka_unit_test(test_decode_rejects),
         cmocka_unit_test(test_published_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
