@@ -156,10 +156,18 @@ task_service_pid() { # H: the task service on hH (not its ssh session's shell)
 mkdir -p "$TMP/latebin"
 cat >"$TMP/latebin/ssh" <<EOF
 #!/bin/bash
-# late by HVD_TEST_H3_LATE seconds (4), or until the file HVD_TEST_H3_GATE exists (60 s at most)
+# h3's task service late by HVD_TEST_H3_LATE seconds (4), or until the file HVD_TEST_H3_GATE
+# exists (60 s at most); or (HVD_TEST_H3_INPUT_GATE) started at once but without its input
+# until that file exists, so that it is still before its registration whenever the test
+# stops or kills it
 case "\$*" in
   *" h3 "*internal-task-service*)
-    if [ -n "\${HVD_TEST_H3_GATE:-}" ]; then
+    if [ -n "\${HVD_TEST_H3_INPUT_GATE:-}" ]; then
+      # (ssh ends as the task service does; the copier then ends with the launcher's pipe)
+      exec "$HVD_NETBED_DIR/bin/ssh" "\$@" < <(
+        for _ in \$(seq 600); do [ -e "\$HVD_TEST_H3_INPUT_GATE" ] && break; sleep 0.1; done
+        exec cat)
+    elif [ -n "\${HVD_TEST_H3_GATE:-}" ]; then
       for _ in \$(seq 600); do [ -e "\$HVD_TEST_H3_GATE" ] && break; sleep 0.1; done
     else
       sleep \${HVD_TEST_H3_LATE:-4}
@@ -170,10 +178,11 @@ EOF
 chmod 755 "$TMP/latebin/ssh"
 for sig in KILL STOP; do
   limit=15
-  [[ $sig == KILL ]] && limit=30 # room for the retry, which is 4 s late again
-  (cd "$TMP" && PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 120 "$HVDRUN" --disable-cache \
-    --verbose --start-timeout $limit -np 3 -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" \
-    >"$TMP/out" 2>"$TMP/err") &
+  [[ $sig == KILL ]] && limit=30 # room for the retry
+  rm -f "$TMP/h3-input"
+  (cd "$TMP" && HVD_TEST_H3_INPUT_GATE=$TMP/h3-input PATH="$TMP/latebin:$PATH" on h1 \
+    timeout -k 5 120 "$HVDRUN" --disable-cache --verbose --start-timeout $limit -np 3 \
+    -H h1:1,h2:1,h3:1 "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
   job=$!
   ts=""
   for _ in $(seq 200); do
@@ -183,6 +192,7 @@ for sig in KILL STOP; do
   done
   [[ -n $ts ]] || fail "task service $sig: h3's task service never ran: $(cat "$TMP/err")"
   kill -"$sig" "$ts"
+  touch "$TMP/h3-input" # (the retry after a kill gets its input at once)
   t0=$SECONDS
   RC=0
   wait "$job" || RC=$?
