@@ -9,14 +9,15 @@
  * processes play the ranks, N/P each, on one epoll loop each (no thread per rank). Every
  * simulated rank makes the requests hvd_init's check-in makes (core/check_in.c), signed, with
  * the same record format:
- *  - planned (a static horovodrun launch, the default): GET the plan and place every rank in
- *    it; PUT its record to its machine's scope and the job's; wait for the job's count (a
- *    held count-only GET); read its machine's records (one host a machine here).
- *  - --all-records (elastic rounds, mpirun): PUT its record, then GET the whole scope held
- *    until it has N keys.
+ *  - planned (a static horovodrun launch above HVD_CHECK_IN_ALL_MAX ranks, the default): GET
+ *    the plan and place every rank in it; PUT its record to its machine's scope and the
+ *    job's; wait for the job's count (a held count-only GET); read its machine's records (one
+ *    host a machine here).
+ *  - --all-records (smaller jobs, elastic rounds, mpirun): PUT its record, then GET the whole
+ *    scope held until it has N keys.
  * A rank is done when the last answer decodes to what it needs (its machine's records
- * including its own, or all N). Transient failures (refused or reset connections, 5xx) are retried
- * with the real client's growing pauses.
+ * including its own, or all N). Transient failures (refused or reset connections, 5xx) are
+ * retried with the real client's growing pauses.
  *
  * One line per N: the time until every rank is through the check-in, the store process's peak
  * resident memory and CPU, the clients' CPU, the bytes the ranks received, and the retries.

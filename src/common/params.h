@@ -34,8 +34,9 @@ typedef struct hvd_params {
     int gloo_timeout_seconds;
     int busy_poll_us; /* -1: automatic */
     char *tcp_congestion;
-    int shm; /* same-host peers through shared memory */
-    int cma; /* same-host blocks read with process_vm_readv where allowed */
+    int shm;              /* same-host peers through shared memory */
+    int cma;              /* same-host blocks read with process_vm_readv where allowed */
+    int check_in_all_max; /* static jobs up to this size read every check-in record */
     char *controller;
     char *cpu_operations;
     int elastic;

@@ -372,7 +372,8 @@ hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_ran
     hvd_rank_place_t *places = NULL;
     if (!c->store)
         st = check_in_pmix(c, value, infos);
-    else if (!c->elastic && (st = read_plan(c, &plan, &places)) != HVD_ERR_NOT_FOUND) {
+    else if (!c->elastic && p->size > p->check_in_all_max &&
+             (st = read_plan(c, &plan, &places)) != HVD_ERR_NOT_FOUND) {
         if (st == HVD_OK) {
             st = check_in_planned(c, scope, value, (size_t)n, machine, &plan, places, infos,
                                   on_machine_p);

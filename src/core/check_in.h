@@ -4,7 +4,9 @@
  * arrival ending the wait early (check_in.c says how).
  *
  * Two ways through the rendezvous store:
- *  - planned (a static horovodrun launch, which publishes its slot plan, rendezvous/rank_plan.h):
+ *  - planned (a static horovodrun launch, which publishes its slot plan, rendezvous/rank_plan.h,
+ *    of more than HVD_CHECK_IN_ALL_MAX ranks, 1,024 by default: smaller jobs read every record,
+ *    which costs them little and leaves them needing nothing from horovodrun after hvd_init):
  *    a rank reads the plan (O(hosts) bytes), waits for the count of check-ins (a few bytes),
  *    and reads the records of its own machine's ranks only. Other ranks' addresses are read from
  *    the store when this rank first connects to them (hvd__check_in_resolve), so a 16,384-rank

@@ -29,6 +29,18 @@ set_tests_properties(mrank.collectives_np2 mrank.collectives_np7 mrank.collectiv
 # still pass everything.
 hvd_mrank_test(collectives_tcp_np3 3 --max-count 65537)
 set_tests_properties(mrank.collectives_tcp_np3 PROPERTIES ENVIRONMENT HVD_SHM=0)
+# The planned check-in (core/check_in.h; by default only above 1,024 ranks) on every job
+# size: two host names on this one machine, peers' addresses learnt at first connection,
+# and again at every re-initialisation.
+add_test(NAME mrank.collectives_planned_np5
+         COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60 -np 5
+                 -H localhost:2,127.0.0.2:3 $<TARGET_FILE:collectives_check> --quick)
+add_test(NAME mrank.reinit_planned_np4
+         COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60 -np 4
+                 -H localhost:2,127.0.0.2:2 $<TARGET_FILE:collectives_check> --mode reinit
+                 --iters 20)
+set_tests_properties(mrank.collectives_planned_np5 mrank.reinit_planned_np4 PROPERTIES
+                     TIMEOUT 300 LABELS mrank ENVIRONMENT HVD_CHECK_IN_ALL_MAX=0)
 hvd_mrank_test(reinit_np2 2 --mode reinit --iters 100)
 hvd_mrank_test(reinit_np4 4 --mode reinit --iters 30)
 

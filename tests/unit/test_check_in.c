@@ -1,11 +1,12 @@
 /* The check-in (core/check_in.h) of a whole job played by threads, each with its own context,
  * against the real rendezvous server:
- *   - with the launcher's plan published (a static horovodrun launch): every rank gets every
+ *   - with the launcher's plan published (a static horovodrun launch of more than
+ *     HVD_CHECK_IN_ALL_MAX ranks; the contexts here have 0): every rank gets every
  *     rank's place from the plan, the records of its machine's ranks, the count of ranks on
  *     its machine, and no address of other machines' ranks until it resolves them; the
  *     resolver reads single records, and the whole scope once after LOOKUPS_BEFORE_SCOPE;
- *   - without a plan, or with one that does not give a rank its environment's place: every
- *     rank reads every record;
+ *   - without a plan, with one that does not give a rank its environment's place, or in a
+ *     job no bigger than HVD_CHECK_IN_ALL_MAX: every rank reads every record;
  *   - a rank missing: the others time out naming it; the launcher's abort key ends the wait. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,6 +177,18 @@ static void test_every_record(void **state) {
         check_places(5, r);
         for (int q = 0; q < 5; q++)
             assert_int_equal(ranks[r].infos[q].addr.port, 20000 + q);
+    }
+    stop(5);
+    /* a plan published, but a job no bigger than HVD_CHECK_IN_ALL_MAX: every record */
+    start("h0:2,h1:3", 5, 1, 20);
+    for (int r = 0; r < 5; r++)
+        ranks[r].c.params.check_in_all_max = 5;
+    run(5, -1);
+    for (int r = 0; r < 5; r++) {
+        if (ranks[r].st != HVD_OK)
+            fail_msg("rank %d: %s", r, ranks[r].error);
+        assert_int_equal(ranks[r].lazy, 0);
+        assert_int_equal(ranks[r].infos[(r + 3) % 5].addr.port, 20000 + (r + 3) % 5);
     }
     stop(5);
     /* a plan that does not give the ranks their environment's place: every record too */
