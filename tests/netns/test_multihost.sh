@@ -130,7 +130,7 @@ ok "sshd down on h3 with cached checks: the launch fails naming rank 4 on h3 and
 # 5. launcher killed: nothing left on any host ---------------------------------------------------
 (cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
   >"$TMP/out" 2>"$TMP/err") &
-wait_until 10 have_files "$TMP" 'up.*' 4 || fail "kill: ranks did not start: $(cat "$TMP/err")"
+wait_until 60 have_files "$TMP" 'up.*' 4 || fail "kill: ranks did not start: $(cat "$TMP/err")"
 launcher=$(pgrep -o -f "^$HVDRUN -np 4 -H h1:2,h2:2") || fail "kill: no launcher process"
 kill -9 "$launcher"
 bed_settles 15 || fail "kill: processes left 15 s after SIGKILL of horovodrun: $(ps -o pid=,args= -p $left)"
@@ -143,7 +143,7 @@ rm -f "$TMP"/up.*
 (cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
   >"$TMP/out" 2>"$TMP/err") &
 job=$!
-wait_until 10 have_files "$TMP" 'up.*' 4 || fail "supervisor kill: ranks did not start: $(cat "$TMP/err")"
+wait_until 60 have_files "$TMP" 'up.*' 4 || fail "supervisor kill: ranks did not start: $(cat "$TMP/err")"
 sup=$(supervisor_pids 2)
 [[ $(wc -w <<<"$sup") -eq 1 ]] || fail "supervisor kill: supervisors on h2: '$sup'"
 kill -9 "$sup"
@@ -163,7 +163,7 @@ mkdir -p "$TMP/sv"
 (cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 "$W" --dir "$TMP/sv" --phase small --signal none \
   --seconds 12 >"$TMP/out" 2>"$TMP/err") &
 job=$!
-wait_until 15 have_files "$TMP/sv" 'loop.*' 4 || fail "supervisor stop: ranks not in their loop: $(cat "$TMP/err")"
+wait_until 60 have_files "$TMP/sv" 'loop.*' 4 || fail "supervisor stop: ranks not in their loop: $(cat "$TMP/err")"
 sup=$(supervisor_pids 2)
 [[ $(wc -w <<<"$sup") -eq 1 ]] || fail "supervisor stop: supervisors on h2: '$sup'"
 progress() { cat "$TMP"/sv/progress.? 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
