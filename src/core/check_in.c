@@ -370,33 +370,33 @@ hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_ran
     hvd_status_t st;
     hvd_rank_plan_t plan = {0};
     hvd_rank_place_t *places = NULL;
-    if (!c->store)
+    int planned = 0;
+    if (!c->store) {
         st = check_in_pmix(c, value, infos);
-    else if (!c->elastic && p->size > p->check_in_all_max &&
-             (st = read_plan(c, &plan, &places)) != HVD_ERR_NOT_FOUND) {
-        if (st == HVD_OK) {
+    } else {
+        st = !c->elastic && p->size > p->check_in_all_max ? read_plan(c, &plan, &places)
+                                                          : HVD_ERR_NOT_FOUND;
+        planned = st == HVD_OK;
+        if (planned)
             st = check_in_planned(c, scope, value, (size_t)n, machine, &plan, places, infos,
                                   on_machine_p);
-            free(places);
-        }
-        if (st == HVD_OK) {
-            snprintf(c->check_in.scope, sizeof c->check_in.scope, "%s", scope);
-            *lazy_p = 1;
-            HVD_LOG_D("rank %d: checked in with the launcher's plan (%d ranks on %zu hosts; %d "
-                      "on this machine)",
-                      p->rank, p->size, plan.count, *on_machine_p);
-        }
-        hvd__rank_plan_fini(&plan);
-        return st;
-    } else {
-        st = check_in_all(c, scope, value, (size_t)n, infos);
+        else if (st == HVD_ERR_NOT_FOUND)
+            st = check_in_all(c, scope, value, (size_t)n, infos);
     }
-    if (st == HVD_OK) {
+    if (st == HVD_OK && planned) {
+        snprintf(c->check_in.scope, sizeof c->check_in.scope, "%s", scope);
+        *lazy_p = 1;
+        HVD_LOG_D("rank %d: checked in with the launcher's plan (%d ranks on %zu hosts; %d on "
+                  "this machine)",
+                  p->rank, p->size, plan.count, *on_machine_p);
+    } else if (st == HVD_OK) {
         int on_machine = 0;
         for (int r = 0; r < p->size; r++)
             on_machine += strcmp(infos[r].machine, infos[p->rank].machine) == 0;
         *on_machine_p = on_machine;
     }
+    free(places);
+    hvd__rank_plan_fini(&plan);
     return st;
 }
 
