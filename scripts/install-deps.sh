@@ -23,6 +23,9 @@ packages=(
   strace                             # tests/netns: records a request to replay it at the driver
   openmpi-bin                        # horovodrun --mpi (and its test across namespaces)
   libpmix-dev                        # pmix.h: ranks of a plain Open MPI mpirun meet through PMIx
+  slurmctld slurmd slurm-client      # tests/slurm: a real Slurm cluster on the netns hosts (srun)
+  munge                              # tests/slurm: Slurm's authentication (the cluster's own munged)
+  slurm-wlm-basic-plugins libpmix2   # tests/slurm: srun --mpi=pmix (dlopens libpmix-dev's libpmix.so)
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
   python3-dev                        # Python.h: the horovod package's extension module

@@ -31,7 +31,7 @@ echo "=== configure + build: build-fuzz (clang, -DHVD_FUZZ=ON)"
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_http_head fuzz_scope_decode fuzz_kv_auth \
   fuzz_hosts fuzz_settings fuzz_frame fuzz_negotiate fuzz_cycle fuzz_exec_spec fuzz_service \
-  fuzz_elastic_msg fuzz_rank_plan \
+  fuzz_elastic_msg fuzz_rank_plan fuzz_slurm_env \
   >/dev/null
 echo "=== fuzz: build-fuzz"
 # (two at a time on two cores: each target still gets its time, at half the executions)
@@ -46,7 +46,8 @@ echo "=== test: build-tsan"
 (cd build-tsan && TSAN_OPTIONS=second_deadlock_stack=1 ctest --output-on-failure -j "$jobs" --timeout 300 -L tsan)
 
 # ASan/UBSan: abort on the first report so a finding fails the test that caused it. Every
-# test again but those labelled source (they read the sources, not the build) or harness
-# (they check the test bed, not the project's code): those ran above.
+# test again but those labelled source (they read the sources, not the build), harness
+# (they check the test bed, not the project's code) or slurm (tests/slurm/slurm.cmake says
+# why): those ran above.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_suite asan "-LE source|harness" -DHVD_SANITIZE=ON
+  run_suite asan "-LE source|harness|slurm" -DHVD_SANITIZE=ON

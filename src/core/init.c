@@ -38,7 +38,7 @@ static pthread_rwlock_t use_lock = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static hvd_config_t config; /* options of the current hvd_init_ex call */
-/* "Open MPI" or "MPICH" when the rank came from an MPI launcher's environment (the cross
+/* "Open MPI", "MPICH" or "Slurm" when the rank came from such a launcher's environment (the cross
  * rank is then worked out at check-in), else NULL. */
 static const char *mpi_launcher;
 
@@ -581,10 +581,22 @@ static hvd_status_t init_locked(void) {
     st = check_topology(p);
     if (st != HVD_OK)
         goto err_release;
-    /* A plain Open MPI mpirun: the ranks meet through PMIx; rank 0 makes the job secret. */
+    /* A plain Open MPI mpirun, or srun with PMIx: the ranks meet through PMIx; rank 0 makes
+     * the job secret. */
     int via_pmix = (!p->rendezvous_addr || !*p->rendezvous_addr) && p->size > 1 && mpi_launcher &&
-                   strcmp(mpi_launcher, "Open MPI") == 0;
+                   (strcmp(mpi_launcher, "Open MPI") == 0 ||
+                    (strcmp(mpi_launcher, "Slurm") == 0 && getenv("PMIX_RANK")));
     if (!p->rendezvous_addr || !*p->rendezvous_addr) {
+        if (p->size != 1 && mpi_launcher && strcmp(mpi_launcher, "Slurm") == 0 && !via_pmix) {
+            const char *type = getenv("SLURM_MPI_TYPE");
+            st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                                "rank %d of %d was started by srun without PMIx (--mpi=%s): "
+                                "start it with `srun --mpi=pmix` (or MpiDefault=pmix in "
+                                "slurm.conf), through which the ranks meet, or run horovodrun "
+                                "inside the allocation",
+                                p->rank, p->size, type && *type ? type : "none");
+            goto err_release;
+        }
         if (p->size != 1 && mpi_launcher && !via_pmix) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "rank %d of %d was started by %s's launcher but "

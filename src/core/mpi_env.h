@@ -3,12 +3,14 @@
  * environment instead of HOROVOD_RANK and friends, which mpirun cannot set per rank.
  *
  * Open MPI sets OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE; MPICH's Hydra sets
- * PMI_RANK / PMI_SIZE and MPI_LOCALRANKID / MPI_LOCALNRANKS. Nothing says which host is which
- * or what the cross rank is, so: the host name (unless HOROVOD_HOSTNAME is set) is this
- * machine's name plus its network namespace, which tells containers and namespaces on one
- * machine apart; the cross rank and size are worked out at check-in, when every rank's local
- * rank is known (ranks with the same local rank, in global rank order). HOROVOD_RANK in the
- * environment wins: then horovodrun's contract applies as usual. */
+ * PMI_RANK / PMI_SIZE and MPI_LOCALRANKID / MPI_LOCALNRANKS; a Slurm step (srun) sets
+ * SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID, and this node's task count is its entry
+ * of SLURM_STEP_TASKS_PER_NODE (SLURM_NODEID). The host name (unless HOROVOD_HOSTNAME is set)
+ * is Slurm's node name under srun, else this machine's name plus its network namespace, which
+ * tells containers and namespaces on one machine apart. Nothing says what the cross rank is:
+ * it is worked out at check-in, when every rank's local rank is known (ranks with the same
+ * local rank, in global rank order). HOROVOD_RANK in the environment wins: then horovodrun's
+ * contract applies as usual. */
 #ifndef HVD_CORE_MPI_ENV_H
 #define HVD_CORE_MPI_ENV_H
 
@@ -21,7 +23,8 @@ typedef const char *(*hvd_mpi_env_lookup_fn)(const char *name, void *arg);
 
 /* When HOROVOD_RANK is not set and an MPI launcher's variables are, overwrite rank, size,
  * local rank and size (and hostname, unless HOROVOD_HOSTNAME is set) in *p, set cross rank 0
- * and size 1 until check-in, and *launcher_p to "Open MPI" or "MPICH" (NULL otherwise).
+ * and size 1 until check-in, and *launcher_p to "Open MPI", "MPICH" or "Slurm" (NULL
+ * otherwise).
  * HVD_ERR_INVALID_ARG naming the variable when one is missing or not a number in range. */
 hvd_status_t hvd__mpi_env_apply(hvd_params_t *p, hvd_mpi_env_lookup_fn lookup, void *arg,
                                 const char **launcher_p);

@@ -3,7 +3,7 @@
 if(HVD_FUZZ)
   set(HVD_FUZZ_SECONDS 15 CACHE STRING "Seconds each fuzz target runs under ctest")
   foreach(name http_head scope_decode kv_auth hosts settings frame negotiate cycle exec_spec
-               service elastic_msg rank_plan)
+               service elastic_msg rank_plan slurm_env)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c)
     target_link_libraries(fuzz_${name} PRIVATE hvd_runner)
     target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)

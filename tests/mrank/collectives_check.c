@@ -1499,12 +1499,15 @@ static hvd_status_t init(void) {
     return hvd_init_ex(&cfg);
 }
 
-/* horovodrun's variables, or Open MPI's under `horovodrun --mpi` */
+/* horovodrun's variables, or Open MPI's under `horovodrun --mpi`, or a Slurm step's */
 static void check_topology(void) {
     const char *s = getenv("HOROVOD_SIZE"), *r = getenv("HOROVOD_RANK");
-    if (!r) {
+    if (!r && getenv("OMPI_COMM_WORLD_RANK")) {
         s = getenv("OMPI_COMM_WORLD_SIZE");
         r = getenv("OMPI_COMM_WORLD_RANK");
+    } else if (!r) {
+        s = getenv("SLURM_STEP_NUM_TASKS");
+        r = getenv("SLURM_PROCID");
     }
     int want_size = s ? atoi(s) : 1, want_rank = r ? atoi(r) : 0;
     if (g_size != want_size || g_rank != want_rank)

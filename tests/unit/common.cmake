@@ -13,3 +13,5 @@ add_test(NAME unit.format COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_fo
 set_tests_properties(unit.format PROPERTIES LABELS "unit;source")
 # Ranks started by an MPI launcher: their place from OMPI_* / PMI_* variables.
 hvd_unit_test(mpi_env tests/unit/test_mpi_env.c)
+# Slurm's per-node counts and host lists.
+hvd_unit_test(slurm_env tests/unit/test_slurm_env.c)

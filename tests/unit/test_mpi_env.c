@@ -1,6 +1,6 @@
-/* Ranks started by an MPI launcher: rank, size and local place from Open MPI's or MPICH's
- * variables, HOROVOD_RANK winning over them, clear errors for missing or bad values, and the
- * cross ranks worked out from every rank's local rank. */
+/* Ranks started by an MPI launcher: rank, size and local place from Open MPI's, MPICH's or a
+ * Slurm step's variables (which wins when several are set), HOROVOD_RANK winning over them, clear
+ * errors for missing or bad values, and the cross ranks worked out from every rank's local rank. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -115,6 +115,137 @@ static void test_bad_values(void **state) {
     hvd__params_fini(&p);
 }
 
+/* srun's variables (as Slurm 22.05 sets them for `srun -N 3 --ntasks-per-node 2`... on node 2
+ * of a step whose nodes run 2, 2 and 1 tasks); the node's name is the host identity. */
+static void test_slurm(void **state) {
+    (void)state;
+    const char *kv[] = {"SLURM_STEP_ID", "0", "SLURM_PROCID", "4", "SLURM_STEP_NUM_TASKS", "5",
+                        "SLURM_LOCALID", "0", "SLURM_NODEID", "2", "SLURM_STEP_TASKS_PER_NODE",
+                        "2(x2),1", "SLURMD_NODENAME", "node07",
+                        /* the allocation's count, not the step's: not used */
+                        "SLURM_NTASKS", "6",
+                        /* Slurm's PMI-2 plugin sets these: still a Slurm step */
+                        "PMI_RANK", "4", "PMI_SIZE", "5", NULL};
+    hvd_params_t p = load();
+    const char *who;
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){kv}, &who), HVD_OK);
+    assert_string_equal(who, "Slurm");
+    assert_int_equal(p.rank, 4);
+    assert_int_equal(p.size, 5);
+    assert_int_equal(p.local_rank, 0);
+    assert_int_equal(p.local_size, 1);
+    assert_string_equal(p.hostname, "node07");
+    hvd__params_fini(&p);
+}
+
+/* mpirun inside an allocation: its ranks carry a daemon step's Slurm variables too, and the
+ * MPI launcher's win. */
+static void test_mpi_inside_slurm(void **state) {
+    (void)state;
+    const char *ompi[] = {"SLURM_STEP_ID",
+                          "1",
+                          "SLURM_PROCID",
+                          "0",
+                          "SLURM_STEP_NUM_TASKS",
+                          "2",
+                          "SLURM_LOCALID",
+                          "0",
+                          "SLURM_NODEID",
+                          "0",
+                          "SLURM_STEP_TASKS_PER_NODE",
+                          "1(x2)",
+                          "OMPI_COMM_WORLD_RANK",
+                          "3",
+                          "OMPI_COMM_WORLD_SIZE",
+                          "8",
+                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "3",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "4",
+                          NULL};
+    hvd_params_t p = load();
+    const char *who;
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){ompi}, &who), HVD_OK);
+    assert_string_equal(who, "Open MPI");
+    assert_int_equal(p.rank, 3);
+    const char *hydra[] = {
+        "SLURM_STEP_ID",   "1", "SLURM_PROCID",    "0", "PMI_RANK", "5", "PMI_SIZE", "6",
+        "MPI_LOCALRANKID", "2", "MPI_LOCALNRANKS", "3", NULL};
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){hydra}, &who), HVD_OK);
+    assert_string_equal(who, "MPICH");
+    assert_int_equal(p.rank, 5);
+    assert_int_equal(p.local_size, 3);
+    hvd__params_fini(&p);
+}
+
+static void test_slurm_bad(void **state) {
+    (void)state;
+    const char *no_counts[] = {"SLURM_STEP_ID",
+                               "0",
+                               "SLURM_PROCID",
+                               "0",
+                               "SLURM_STEP_NUM_TASKS",
+                               "2",
+                               "SLURM_LOCALID",
+                               "0",
+                               "SLURM_NODEID",
+                               "0",
+                               NULL};
+    const char *garbled[] = {"SLURM_STEP_ID",
+                             "0",
+                             "SLURM_PROCID",
+                             "0",
+                             "SLURM_STEP_NUM_TASKS",
+                             "2",
+                             "SLURM_LOCALID",
+                             "0",
+                             "SLURM_NODEID",
+                             "0",
+                             "SLURM_STEP_TASKS_PER_NODE",
+                             "2(x",
+                             NULL};
+    const char *off_end[] = {"SLURM_STEP_ID",
+                             "0",
+                             "SLURM_PROCID",
+                             "0",
+                             "SLURM_STEP_NUM_TASKS",
+                             "2",
+                             "SLURM_LOCALID",
+                             "0",
+                             "SLURM_NODEID",
+                             "3",
+                             "SLURM_STEP_TASKS_PER_NODE",
+                             "1(x2)",
+                             NULL};
+    const char *local[] = {"SLURM_STEP_ID",
+                           "0",
+                           "SLURM_PROCID",
+                           "1",
+                           "SLURM_STEP_NUM_TASKS",
+                           "2",
+                           "SLURM_LOCALID",
+                           "1",
+                           "SLURM_NODEID",
+                           "0",
+                           "SLURM_STEP_TASKS_PER_NODE",
+                           "1(x2)",
+                           NULL};
+    hvd_params_t p = load();
+    const char *who;
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){no_counts}, &who),
+                     HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "SLURM_STEP_TASKS_PER_NODE is not set"));
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){garbled}, &who),
+                     HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "'2(x' is malformed"));
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){off_end}, &who),
+                     HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "no tasks for SLURM_NODEID=3"));
+    assert_int_equal(hvd__mpi_env_apply(&p, lookup, &(table_t){local}, &who), HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "SLURM_LOCALID=1 but this host runs 1"));
+    hvd__params_fini(&p);
+}
+
 static void test_cross(void **state) {
     (void)state;
     /* hosts of 2, 3 and 1 ranks in rank order: local ranks 0 1 | 0 1 2 | 0 */
@@ -140,6 +271,9 @@ int main(void) {
         cmocka_unit_test(test_mpich_and_hostname),
         cmocka_unit_test(test_horovod_rank_wins_and_none),
         cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_mpi_inside_slurm),
+        cmocka_unit_test(test_slurm_bad),
         cmocka_unit_test(test_cross),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
