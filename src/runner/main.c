@@ -25,6 +25,7 @@
 #include "runner/ssh.h"
 #include "runner/store_scopes.h"
 #include "runner/settings.h"
+#include "runner/slurm_alloc.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -45,11 +46,31 @@ static int usage_error(void) {
     return EXIT_USAGE;
 }
 
-static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) {
+static const char *getenv_lookup(const char *name, void *arg) {
+    (void)arg;
+    return getenv(name);
+}
+
+/* -H, --hostfile, else the Slurm allocation horovodrun runs in (*from_slurm_p = 1: remote
+ * ranks then start through srun), else this host with -np slots. */
+static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts, int *from_slurm_p) {
+    *from_slurm_p = 0;
     if (s->hosts)
         return hvd__hosts_parse(s->hosts, hosts);
     if (s->hostfile)
         return hvd__hosts_parse_file(s->hostfile, hosts);
+    hvd_status_t st = hvd__slurm_alloc_hosts(getenv_lookup, NULL, hosts, from_slurm_p);
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        return st;
+    }
+    if (*from_slurm_p) {
+        if (s->verbose)
+            printf("Hosts from Slurm allocation %s (SLURM_JOB_NODELIST=%s); remote ranks start "
+                   "through srun\n",
+                   getenv("SLURM_JOB_ID"), getenv("SLURM_JOB_NODELIST"));
+        return HVD_OK;
+    }
     char local[32];
     snprintf(local, sizeof local, "localhost:%d", s->num_proc);
     return hvd__hosts_parse(local, hosts);
@@ -57,8 +78,9 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) 
 
 /* An elastic job's hosts at start: the discovery script's first answer, else -H/--hostfile. */
 static hvd_status_t initial_elastic_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) {
+    int from_slurm;
     if (!s->discovery_script)
-        return load_hosts(s, hosts);
+        return load_hosts(s, hosts, &from_slurm);
     hvd_host_discovery_config_t dc = {.script = s->discovery_script,
                                       .default_slots = s->slots_per_host};
     return hvd__host_discovery_run(&dc, hosts);
@@ -326,7 +348,8 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     int discover = s->nic_count == 0 || by_network;
     hvd_disc_result_t r;
     int have = discover && cache && hvd__start_cache_get_discovery(cache, all, now, &r) == HVD_OK;
-    int ssh_ok = cache && hvd__start_cache_get_ssh_ok(cache, remote_list, now);
+    /* (srun has nothing to check, and nothing to remember for a later launch over ssh) */
+    int ssh_ok = !ssh->srun && cache && hvd__start_cache_get_ssh_ok(cache, remote_list, now);
     if (ssh_ok) {
         if (s->verbose)
             printf("SSH was successful into all the remote hosts (cached).\n");
@@ -334,7 +357,7 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
         st = hvd__ssh_check_hosts(ssh, jh->remote_names, jh->nremote, s->start_timeout, s->verbose,
                                   STDOUT_FILENO, STDERR_FILENO);
         ssh_ok = st == HVD_OK;
-        if (ssh_ok && cache)
+        if (ssh_ok && cache && !ssh->srun)
             hvd__start_cache_put_ssh_ok(cache, remote_list, now);
     } /* else discovery's task services check ssh: one session per host instead of two */
     if (st == HVD_OK && discover) {
@@ -431,7 +454,7 @@ static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_
 }
 
 static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
-                   const hvd_slot_plan_t *plan) {
+                   const hvd_slot_plan_t *plan, int via_srun) {
     hvd_netif_t *ifs = NULL;
     size_t nifs = 0;
     char iface[64] = "", nics[1024] = "", driver_ip[16] = "", exe[4096] = "", cwd[4096] = "";
@@ -467,7 +490,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
     }
     hvd_ssh_opts_t ssh = {.port = s->ssh_port,
                           .identity = s->ssh_identity_file,
-                          .connect_timeout_s = s->start_timeout};
+                          .connect_timeout_s = s->start_timeout,
+                          .srun = via_srun};
     hvd_secret_t secret;
     hvd_ready_session_t *ready = NULL; /* discovery's ssh sessions, for the launch */
     size_t nready = 0;
@@ -605,6 +629,7 @@ int main(int argc, char **argv) {
     } else {
         hvd_host_list_t hosts = {0};
         hvd_slot_plan_t plan = {0};
+        int from_slurm = 0;
         if (s.elastic) {
             /* the hosts known now choose the network; the driver follows them afterwards */
             if (initial_elastic_hosts(&s, &hosts) != HVD_OK) {
@@ -619,9 +644,9 @@ int main(int argc, char **argv) {
                                           &plan) != HVD_OK)
                     code = usage_error();
                 else
-                    code = run_job(&s, &hosts, &plan);
+                    code = run_job(&s, &hosts, &plan, 0);
             }
-        } else if (load_hosts(&s, &hosts) != HVD_OK ||
+        } else if (load_hosts(&s, &hosts, &from_slurm) != HVD_OK ||
                    hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {
             code = usage_error();
         } else if (s.dry_run) {
@@ -631,7 +656,7 @@ int main(int argc, char **argv) {
                 printf("%s\n", line);
             }
         } else {
-            code = run_job(&s, &hosts, &plan);
+            code = run_job(&s, &hosts, &plan, from_slurm);
         }
         hvd__slot_plan_fini(&plan);
         hvd__hosts_fini(&hosts);

@@ -311,7 +311,9 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                              "Waiting for the hosts to acknowledge.\n");
         st = hvd__driver_wait(d, deadline, check_tasks, &r, result_p);
         if (st == HVD_OK && cfg->ssh_check && cfg->verbose)
-            say(cfg->out_fd, "SSH was successful into all the remote hosts.\n");
+            say(cfg->out_fd, cfg->ssh && cfg->ssh->srun
+                                 ? "srun reached all the remote hosts.\n"
+                                 : "SSH was successful into all the remote hosts.\n");
         if (st != HVD_OK && st != HVD_ERR_PEER_LOST && *hvd__driver_message(d)) {
             /* the whole matrix (the last error keeps only its first KiB) */
             say(cfg->err_fd, "horovodrun: %s\n", hvd__driver_message(d));

@@ -110,8 +110,40 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
     return HVD_OK;
 }
 
+/* srun of program on host, one task in a step of its own: --overlap shares the CPUs the
+ * job's other steps hold (the ranks' own, the NIC discovery's); --export=NONE keeps
+ * horovodrun's environment out of the step, as ssh's login environment does (the ranks' come
+ * in the spec); no MPI plugin and no CPU binding for the supervisor. */
+static hvd_status_t srun_argv(const char *host, const char *program, const char *option,
+                              char ***argv_p) {
+    const char *fixed[] = {"srun",          "--nodes=1",  "--ntasks=1",      "--overlap",
+                           "--export=NONE", "--mpi=none", "--cpu-bind=none", "--quiet"};
+    size_t nf = sizeof fixed / sizeof fixed[0];
+    char **argv = calloc(nf + 4, sizeof *argv);
+    int failed = !argv;
+    for (size_t i = 0; argv && i < nf; i++)
+        failed |= !(argv[i] = strdup(fixed[i]));
+    if (argv) {
+        size_t len = strlen("--nodelist=") + strlen(host) + 1;
+        if ((argv[nf] = malloc(len)))
+            snprintf(argv[nf], len, "--nodelist=%s", host);
+        failed |=
+            !argv[nf] || !(argv[nf + 1] = strdup(program)) || !(argv[nf + 2] = strdup(option));
+    }
+    if (failed) {
+        for (size_t i = 0; argv && i < nf + 3; i++) /* (a failed entry ends the list early) */
+            free(argv[i]);
+        free(argv);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an srun command");
+    }
+    *argv_p = argv;
+    return HVD_OK;
+}
+
 hvd_status_t hvd__ssh_argv_program(const hvd_ssh_opts_t *opts, const char *host,
                                    const char *program, const char *option, char ***argv_p) {
+    if (opts && opts->srun)
+        return srun_argv(host, program, option, argv_p);
     size_t n = hvd__shell_quote(program, NULL, 0);
     char *cmd = malloc(n + 1 + strlen(option) + 1);
     if (!cmd)
@@ -254,7 +286,7 @@ static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline
 hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const *hosts,
                                   size_t count, int timeout_s, int verbose, int out_fd,
                                   int err_fd) {
-    if (count == 0)
+    if (count == 0 || (opts && opts->srun))
         return HVD_OK;
     if (verbose)
         say(out_fd, "Checking ssh on all remote hosts.\n");

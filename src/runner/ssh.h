@@ -26,6 +26,10 @@ typedef struct {
     int port;              /* -p; 0: ssh's default */
     const char *identity;  /* -i; NULL: ssh's default */
     int connect_timeout_s; /* -o ConnectTimeout; 0: none */
+    /* Inside a Slurm allocation (runner/slurm_alloc.h): reach a host with `srun --nodes=1
+     * --ntasks=1 --nodelist=HOST --overlap ...` instead of ssh, a step of the allocation with
+     * the same stdin/stdout channel; no reachability check (Slurm vouches for its nodes). */
+    int srun;
 } hvd_ssh_opts_t;
 
 /* argv for `ssh <options> host remote_command` (NULL-terminated, malloc'd; free with
@@ -35,7 +39,8 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
 void hvd__ssh_argv_free(char **argv);
 
 /* The same for running program (a path, quoted for the remote shell) with one option
- * (a plain word): how horovodrun starts itself on another host. */
+ * (a plain word): how horovodrun starts itself on another host (through srun when
+ * opts->srun: program and option are then srun's command, no shell). */
 hvd_status_t hvd__ssh_argv_program(const hvd_ssh_opts_t *opts, const char *host,
                                    const char *program, const char *option, char ***argv_p);
 

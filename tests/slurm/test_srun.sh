@@ -4,10 +4,13 @@
 #   1. srun --mpi=pmix -N 3 --ntasks-per-node 2: the collectives conformance suite on 6 ranks
 #      (rank, size and local rank from Slurm, the ranks meeting through Slurm's PMIx, shared
 #      memory inside a node and TCP across);
+#      and `horovodrun -np 6` inside `salloc -N 3` (hosts and slots from the allocation,
+#      remote ranks started through srun, no ssh), its --dry-run plan, and the same suite;
 #   2. srun without PMIx: every rank fails at once with the message that says what to do;
 #   3. scancel of a running job: every rank gone within 10 s;
 #   4. a node lost mid-job (every process of h3 SIGKILLed: its slurmd, slurmstepd and ranks):
-#      the ranks on h1 and h2 fail naming a rank of h3 within 10 s, and srun ends with an
+#      the ranks on h1 and h2 fail naming a rank of h3 and are gone (1 s here; the bound is
+#      30 s, which a CI machine at load 35 needed), and srun ends with an
 #      error once Slurm declares h3 dead.
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns, sshd or Slurm).
 set -euo pipefail
@@ -48,6 +51,24 @@ t1=$(date +%s.%N)
 grep -q 'np=6 quick: [0-9]* checks passed, 0 failed on rank 0, 0 on all ranks' "$TMP/out" ||
   fail "no clean result: $(tail -20 "$TMP/out")"
 ok "srun --mpi=pmix -N 3 --ntasks-per-node 2: the conformance suite passed ($(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s)"
+
+# 1b. horovodrun inside an allocation: hosts and slots from Slurm, remote ranks through srun
+# (the bed's ssh needs its own config, which is not given here: ssh could not reach h2 or h3)
+on1 60 salloc -N 3 --ntasks-per-node 2 "$HVD_BUILD_DIR/horovodrun" --dry-run -np 6 true \
+  >"$TMP/out" 2>&1 || fail "horovodrun --dry-run in salloc: $(tail -10 "$TMP/out")"
+for r in 0 1 2 3 4 5; do
+  grep -q "^rank=$r size=6 local_rank=$((r % 2)) local_size=2 cross_rank=$((r / 2)) cross_size=3 host=h$((r / 2 + 1))\$" "$TMP/out" ||
+    fail "--dry-run in salloc -N 3 --ntasks-per-node 2: no line for rank $r: $(cat "$TMP/out")"
+done
+ok "horovodrun --dry-run -np 6 in salloc -N 3: the allocation's plan (h1 h1 h2 h2 h3 h3)"
+t0=$(date +%s.%N)
+on1 200 salloc -N 3 --ntasks-per-node 2 "$HVD_BUILD_DIR/horovodrun" --verbose -np 6 "$CHECK" \
+  --quick >"$TMP/out" 2>&1 || fail "horovodrun in salloc: $(grep -v '<stderr>:\[20' "$TMP/out" | tail -20)"
+t1=$(date +%s.%N)
+grep -q 'np=6 quick: [0-9]* checks passed, 0 failed on rank 0, 0 on all ranks' "$TMP/out" ||
+  fail "no clean result from horovodrun in salloc: $(tail -20 "$TMP/out")"
+grep -q '^srun .*--nodelist=h2 .*--internal-exec' "$TMP/out" || fail "h2 not reached through srun: $(grep -v '<stderr>:\[20' "$TMP/out" | tail -20)"
+ok "horovodrun -np 6 in salloc -N 3 (no -H): the conformance suite passed, remote ranks through srun ($(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s)"
 
 # 2. without PMIx the ranks cannot meet: each says so at once, and how to start it
 rc=0
@@ -117,7 +138,7 @@ for p in "${h3[@]}"; do
   [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == sshd ]] && continue # the bed's, not Slurm's
   kill -9 "$p" 2>/dev/null || true
 done
-gone_within 10 "$TMP/crash" || fail "$(ranks_alive "$TMP/crash") ranks still running 10 s after h3 crashed: $(tail -10 "$TMP/crash/out")"
+gone_within 30 "$TMP/crash" || fail "$(ranks_alive "$TMP/crash") ranks still running 30 s after h3 crashed: $(tail -10 "$TMP/crash/out")"
 grep -Eq 'rank [45] \(host h3' "$TMP/crash/out" || fail "no survivor named a rank of h3: $(tail -10 "$TMP/crash/out")"
 ok "h3 crashed: the 4 ranks on h1 and h2 failed naming a rank of h3, all gone after ${took} s"
 # srun itself ends once Slurm declares h3 dead (SlurmdTimeout=10 in cluster.sh), with an error

@@ -1,0 +1,24 @@
+/* horovodrun inside a Slurm allocation (salloc, sbatch): with no -H, --hostfile or discovery
+ * script, the job's hosts and slots are the allocation's, and remote ranks start through
+ * srun instead of ssh (runner/ssh.h, hvd_ssh_opts_t.srun): no ssh keys are needed, and Slurm
+ * accounts for and cleans up everything the job starts.
+ *
+ * Hosts: SLURM_JOB_NODELIST expanded as Slurm does (slurm/slurm_env.h). Slots per host:
+ * SLURM_TASKS_PER_NODE when the allocation asked for tasks (-n, --ntasks-per-node), else
+ * SLURM_JOB_CPUS_PER_NODE, both in Slurm's "2(x3),1" form, one entry per node. */
+#ifndef HVD_RUNNER_SLURM_ALLOC_H
+#define HVD_RUNNER_SLURM_ALLOC_H
+
+#include <hvd/types.h>
+
+#include "runner/hosts.h"
+
+typedef const char *(*hvd_slurm_lookup_fn)(const char *name, void *arg);
+
+/* *found_p = 0 (and nothing else) outside an allocation (no SLURM_JOB_ID or
+ * SLURM_JOB_NODELIST); else 1 and *hosts_p the allocation's hosts. HVD_ERR_INVALID_ARG names
+ * the variable that is malformed or disagrees with the node list. */
+hvd_status_t hvd__slurm_alloc_hosts(hvd_slurm_lookup_fn lookup, void *arg, hvd_host_list_t *hosts_p,
+                                    int *found_p);
+
+#endif
