@@ -7,16 +7,22 @@
 #   mpirun        Open MPI's mpirun of the same job (one orted per host, over the same ssh)
 # The job is `true` by default, or examples/hello (every rank through hvd_init) with --init.
 # --baseline DIR adds the same two hvd rows for another build (e.g. an older commit's).
+# --slurm runs a Slurm cluster on the hosts (tests/slurm/cluster.sh; implies --init) and adds
+# two rows, each timed inside an allocation of the hosts (salloc -N HOSTS --ntasks-per-node
+# SLOTS, the allocation itself not counted):
+#   srun          srun --mpi=pmix of the job (no horovodrun: the ranks meet through PMIx)
+#   hvd in salloc horovodrun -np N with the allocation's hosts, remote ranks through srun
+#                 (cached, as the ssh rows; and uncached: NIC discovery through srun too)
 #
 # Usage: tools/bench_launch_hosts.sh [--build DIR] [--baseline DIR] [--hosts 4] [--slots 2]
-#          [--runs 10] [--init]
+#          [--runs 10] [--init] [--slurm]
 # Needs root, iproute2, openssh (scripts/install-deps.sh) and, for the mpirun column, Open MPI
 # (scripts/install-deps.sh --bench). A benchmark, not a test.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${here%/tools}
-build=$root/build base="" hosts=4 slots=2 runs=10 init=0
+build=$root/build base="" hosts=4 slots=2 runs=10 init=0 slurm=0
 while (($#)); do
   case $1 in
     --build) build=$(cd "${2:?}" && pwd); shift ;;
@@ -25,7 +31,8 @@ while (($#)); do
     --slots) slots=${2:?}; shift ;;
     --runs) runs=${2:?}; shift ;;
     --init) init=1 ;;
-    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --slurm) slurm=1 init=1 ;;
+    -h | --help) sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench_launch_hosts: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -37,9 +44,17 @@ done
 export HVD_NETBED_PREFIX=hvdbl$$
 export HVD_NETBED_DIR=/tmp/hvd-netbed-$HVD_NETBED_PREFIX
 netbed=$root/tests/netns/netbed.sh
-trap 'timeout 60 bash "$netbed" down >/dev/null || echo "bench_launch_hosts: netbed down failed" >&2' EXIT
-trap 'exit 130' INT TERM HUP
-bash "$netbed" up "$hosts" --hostnames >/dev/null
+cluster=$root/tests/slurm/cluster.sh
+if ((slurm)); then
+  export HVD_SLURM_CPUS=$((slots > 2 ? slots : 2)) HVD_SLURM_DIR=/tmp/hvd-slurm-$HVD_NETBED_PREFIX
+  trap 'timeout 60 bash "$cluster" down >/dev/null || echo "bench_launch_hosts: cluster down failed" >&2' EXIT
+  trap 'exit 130' INT TERM HUP
+  bash "$cluster" up "$hosts" >/dev/null
+else
+  trap 'timeout 60 bash "$netbed" down >/dev/null || echo "bench_launch_hosts: netbed down failed" >&2' EXIT
+  trap 'exit 130' INT TERM HUP
+  bash "$netbed" up "$hosts" --hostnames >/dev/null
+fi
 
 spec="" np=$((hosts * slots))
 for ((i = 1; i <= hosts; i++)); do spec+="${spec:+,}h$i:$slots"; done
@@ -59,6 +74,11 @@ on_h1() {
   bash "$netbed" exec h1 env PATH="$HVD_NETBED_DIR/bin:$PATH" HOME="$home" \
     bash "$HVD_NETBED_DIR/one.sh" "$@" </dev/null
 }
+# the same inside an allocation of every host (salloc's own time not counted)
+on_h1_alloc() {
+  bash "$netbed" exec h1 env SLURM_CONF="$HVD_SLURM_DIR/slurm.conf" HOME="$home" salloc -Q \
+    -N "$hosts" --ntasks-per-node "$slots" bash "$HVD_NETBED_DIR/one.sh" "$@" </dev/null
+}
 hvd=("$build/horovodrun" -np "$np" -H "$spec")
 mpi=()
 if command -v mpirun.openmpi >/dev/null; then
@@ -77,6 +97,11 @@ for ((r = 0; r < runs; r++)); do
     t[base_uncached]+=" $(on_h1 "${old[@]:0:1}" --disable-cache "${old[@]:1}" "${job[@]}")"
   fi
   ((${#mpi[@]})) && t[mpirun]+=" $(on_h1 "${mpi[@]}" "${job[@]}")"
+  if ((slurm)); then
+    t[srun]+=" $(on_h1_alloc srun --mpi=pmix -N "$hosts" --ntasks-per-node "$slots" "${job[@]}")"
+    t[alloc]+=" $(on_h1_alloc "$build/horovodrun" -np "$np" "${job[@]}")"
+    t[alloc_uncached]+=" $(on_h1_alloc "$build/horovodrun" --disable-cache -np "$np" "${job[@]}")"
+  fi
 done
 
 stats() { # ms values -> "median (min-max)" in seconds
@@ -91,6 +116,11 @@ printf '  %-14s %s\n' "hvd uncached" "$(stats "${t[uncached]}")"
 if ((${#old[@]})); then
   printf '  %-14s %s\n' "base cached" "$(stats "${t[base_cached]}")"
   printf '  %-14s %s\n' "base uncached" "$(stats "${t[base_uncached]}")"
+fi
+if ((slurm)); then
+  printf '  %-14s %s\n' "srun" "$(stats "${t[srun]}")"
+  printf '  %-14s %s\n' "hvd in salloc" "$(stats "${t[alloc]}")"
+  printf '  %-14s %s\n' "  uncached" "$(stats "${t[alloc_uncached]}")"
 fi
 if ((${#mpi[@]})); then
   printf '  %-14s %s\n' "mpirun" "$(stats "${t[mpirun]}")"

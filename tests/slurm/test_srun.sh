@@ -3,7 +3,7 @@
 # each of three network-namespace hosts), no horovodrun and no ssh:
 #   1. srun --mpi=pmix -N 3 --ntasks-per-node 2: the collectives conformance suite on 6 ranks
 #      (rank, size and local rank from Slurm, the ranks meeting through Slurm's PMIx, shared
-#      memory inside a node and TCP across);
+#      memory inside a node and TCP across), and a PyTorch script's places and allreduce,
 #      and `horovodrun -np 6` inside `salloc -N 3` (hosts and slots from the allocation,
 #      remote ranks started through srun, no ssh), its --dry-run plan, and the same suite;
 #   2. srun without PMIx: every rank fails at once with the message that says what to do;
@@ -51,6 +51,26 @@ t1=$(date +%s.%N)
 grep -q 'np=6 quick: [0-9]* checks passed, 0 failed on rank 0, 0 on all ranks' "$TMP/out" ||
   fail "no clean result: $(tail -20 "$TMP/out")"
 ok "srun --mpi=pmix -N 3 --ntasks-per-node 2: the conformance suite passed ($(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s)"
+
+# 1a. a Horovod-style PyTorch script under srun: every rank's place and an allreduce's sum
+if [[ -d $HVD_BUILD_DIR/python/horovod ]]; then
+  cat >"$TMP/allreduce.py" <<'EOF'
+import torch
+import horovod.torch as hvd
+hvd.init()
+s = hvd.allreduce(torch.ones(4) * (hvd.rank() + 1), op=hvd.Sum)
+print(f"rank {hvd.rank()}/{hvd.size()} local {hvd.local_rank()}/{hvd.local_size()} "
+      f"cross {hvd.cross_rank()}/{hvd.cross_size()} sum {s.tolist()}", flush=True)
+hvd.shutdown()
+EOF
+  on1 200 srun --mpi=pmix -N 3 --ntasks-per-node 2 env PYTHONPATH="$HVD_BUILD_DIR/python" \
+    /usr/bin/python3 "$TMP/allreduce.py" >"$TMP/out" 2>&1 || fail "srun of a PyTorch script: $(tail -20 "$TMP/out")"
+  for r in 0 1 2 3 4 5; do
+    grep -q "^rank $r/6 local $((r % 2))/2 cross $((r / 2))/3 sum \[21.0, 21.0, 21.0, 21.0\]\$" "$TMP/out" ||
+      fail "srun of a PyTorch script: rank $r: $(cat "$TMP/out")"
+  done
+  ok "srun --mpi=pmix of a PyTorch script (import horovod.torch as hvd): places and sums right"
+fi
 
 # 1b. horovodrun inside an allocation: hosts and slots from Slurm, remote ranks through srun
 # (the bed's ssh needs its own config, which is not given here: ssh could not reach h2 or h3)
