@@ -70,6 +70,31 @@ static void test_ssh_argv(void **state) {
         HVD_OK);
     assert_string_equal(argv[12], "'/opt/my hvd/horovodrun' --internal-exec");
     hvd__ssh_argv_free(argv);
+    /* inside a Slurm allocation: a one-task step on that node, the program and option as
+     * srun's command (no shell, so no quoting), the ssh options not used */
+    hvd_ssh_opts_t srun = {.port = 2222, .identity = "/k", .connect_timeout_s = 7, .srun = 1};
+    assert_int_equal(
+        hvd__ssh_argv_program(&srun, "h3", "/opt/my hvd/horovodrun", "--internal-exec", &argv),
+        HVD_OK);
+    const char *want_srun[] = {"srun",
+                               "--nodes=1",
+                               "--ntasks=1",
+                               "--overlap",
+                               "--export=NONE",
+                               "--mpi=none",
+                               "--cpu-bind=none",
+                               "--quiet",
+                               "--nodelist=h3",
+                               "/opt/my hvd/horovodrun",
+                               "--internal-exec",
+                               NULL};
+    for (size_t i = 0; want_srun[i]; i++)
+        assert_string_equal(argv[i], want_srun[i]);
+    assert_null(argv[sizeof want_srun / sizeof want_srun[0] - 1]);
+    hvd__ssh_argv_free(argv);
+    /* and nothing for the reachability check to do */
+    const char *hosts[] = {"h2", "h3"};
+    assert_int_equal(hvd__ssh_check_hosts(&srun, hosts, 2, 1, 0, -1, -1), HVD_OK);
 }
 
 static void test_shell_quote(void **state) {
