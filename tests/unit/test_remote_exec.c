@@ -27,6 +27,14 @@
 
 #define DEADLINE_MS 30000
 
+/* argv is exactly want (both NULL-terminated). */
+static void expect_argv(char *const *argv, const char *const *want) {
+    size_t i = 0;
+    for (; want[i]; i++)
+        assert_string_equal(argv[i], want[i]);
+    assert_null(argv[i]);
+}
+
 static void test_ssh_argv(void **state) {
     (void)state;
     char **argv;
@@ -52,9 +60,7 @@ static void test_ssh_argv(void **state) {
                           "user@h2",
                           "'/x' --internal-exec",
                           NULL};
-    for (size_t i = 0; want[i]; i++)
-        assert_string_equal(argv[i], want[i]);
-    assert_null(argv[sizeof want / sizeof want[0] - 1]);
+    expect_argv(argv, want);
     hvd__ssh_argv_free(argv);
     /* no port, identity or timeout: none of their options */
     assert_int_equal(hvd__ssh_argv(NULL, "h3", "true", &argv), HVD_OK);
@@ -88,9 +94,7 @@ static void test_ssh_argv(void **state) {
                                "/opt/my hvd/horovodrun",
                                "--internal-exec",
                                NULL};
-    for (size_t i = 0; want_srun[i]; i++)
-        assert_string_equal(argv[i], want_srun[i]);
-    assert_null(argv[sizeof want_srun / sizeof want_srun[0] - 1]);
+    expect_argv(argv, want_srun);
     hvd__ssh_argv_free(argv);
     /* and nothing for the reachability check to do */
     const char *hosts[] = {"h2", "h3"};
