@@ -104,9 +104,9 @@ SlurmdDebug=info
 TmpFS=$SC_DIR/%n/tmp
 # the CPUs below count, whatever this machine has
 SlurmdParameters=config_overrides
-# no cgroups: processes tracked by parent pid, no binding
+# no cgroups: processes tracked by parent pid; binding by sched_setaffinity (task/affinity)
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
