@@ -77,10 +77,16 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts, 
 }
 
 /* An elastic job's hosts at start: the discovery script's first answer, else -H/--hostfile. */
-static hvd_status_t initial_elastic_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts) {
-    int from_slurm;
+/* An elastic job's first hosts. *via_srun_p: its remote ranks start through srun, as for a
+ * static job, when its hosts are the allocation's, and also when a discovery script names them
+ * from inside an allocation: they are then nodes of this user's Slurm jobs (the allocation
+ * it runs in or another: scripts/horovodrun-slurm-hosts), which srun reaches with no ssh. */
+static hvd_status_t initial_elastic_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts,
+                                          int *via_srun_p) {
     if (!s->discovery_script)
-        return load_hosts(s, hosts, &from_slurm);
+        return load_hosts(s, hosts, via_srun_p);
+    const char *job = getenv("SLURM_JOB_ID");
+    *via_srun_p = job && *job;
     hvd_host_discovery_config_t dc = {.script = s->discovery_script,
                                       .default_slots = s->slots_per_host};
     return hvd__host_discovery_run(&dc, hosts);
@@ -632,7 +638,7 @@ int main(int argc, char **argv) {
         int from_slurm = 0;
         if (s.elastic) {
             /* the hosts known now choose the network; the driver follows them afterwards */
-            if (initial_elastic_hosts(&s, &hosts) != HVD_OK) {
+            if (initial_elastic_hosts(&s, &hosts, &from_slurm) != HVD_OK) {
                 fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
                 code = EXIT_LAUNCH;
             } else {
@@ -644,7 +650,7 @@ int main(int argc, char **argv) {
                                           &plan) != HVD_OK)
                     code = usage_error();
                 else
-                    code = run_job(&s, &hosts, &plan, 0);
+                    code = run_job(&s, &hosts, &plan, from_slurm);
             }
         } else if (load_hosts(&s, &hosts, &from_slurm) != HVD_OK ||
                    hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {

@@ -1,10 +1,15 @@
 #include "runner/slurm_alloc.h"
 
 #include "common/error.h"
+#include "runner/capture.h"
 #include "slurm/slurm_env.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+
+extern char **environ;
 
 hvd_status_t hvd__slurm_alloc_hosts(hvd_slurm_lookup_fn lookup, void *arg, hvd_host_list_t *hosts_p,
                                     int *found_p) {
@@ -60,5 +65,85 @@ hvd_status_t hvd__slurm_alloc_hosts(hvd_slurm_lookup_fn lookup, void *arg, hvd_h
 out:
     hvd__slurm_names_free(names, n);
     free(counts);
+    return st;
+}
+
+static int list_holds(const char *list, const char *host, hvd_status_t *st_p) {
+    char **names = NULL;
+    size_t n = 0;
+    int found = 0;
+    *st_p = hvd__slurm_hostlist_expand(list, &names, &n);
+    for (size_t i = 0; *st_p == HVD_OK && i < n && !found; i++)
+        found = strcmp(names[i], host) == 0;
+    hvd__slurm_names_free(names, n);
+    return found;
+}
+
+/* squeue's "ID NODELIST NAME" lines: the job holding host, preferring one called name. */
+static hvd_status_t pick_job(char *text, const char *host, const char *name, char *job,
+                             size_t size) {
+    char best[64] = "";
+    int best_named = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char id[64], list[4096];
+        int used = 0;
+        if (sscanf(line, " %63s %4095s %n", id, list, &used) < 2)
+            continue;
+        hvd_status_t st;
+        if (!list_holds(list, host, &st) || st != HVD_OK)
+            continue; /* (a list squeue wrote that we cannot read cannot be ours to use) */
+        int named = name && strcmp(line + used, name) == 0;
+        if (!*best || (named && !best_named)) {
+            snprintf(best, sizeof best, "%s", id);
+            best_named = named;
+        }
+    }
+    if (!*best)
+        return hvd__error_set(HVD_ERR_NOT_FOUND,
+                              "host %s is in no running Slurm job of yours (squeue --me): inside "
+                              "an allocation, horovodrun starts remote ranks with srun, which "
+                              "needs an allocation holding the host",
+                              host);
+    snprintf(job, size, "%s", best);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__slurm_job_of_host(hvd_slurm_lookup_fn lookup, void *arg, const char *host,
+                                    char *job, size_t size) {
+    *job = '\0';
+    const char *own = lookup("SLURM_JOB_ID", arg), *list = lookup("SLURM_JOB_NODELIST", arg);
+    if (!own || !*own)
+        return HVD_OK;
+    hvd_status_t st = HVD_OK;
+    if (list && *list && list_holds(list, host, &st))
+        return HVD_OK;
+    if (st != HVD_OK)
+        return hvd__error_wrap(st, "SLURM_JOB_NODELIST");
+    char out_text[1 << 16] = "", err_text[1024] = "";
+    hvd_capture_buf_t out = {.buf = out_text, .cap = sizeof out_text},
+                      err = {.buf = err_text, .cap = sizeof err_text};
+    char *argv[] = {"sh", "-c",
+                    "exec squeue --me --noheader --states=RUNNING --sort=i "
+                    "--format='%i %N %j'",
+                    NULL};
+    hvd_capture_config_t cc = {.file = "/bin/sh",
+                               .argv = argv,
+                               .envp = environ,
+                               .timeout_ms = HVD_SLURM_SQUEUE_TIMEOUT_MS,
+                               .out = &out,
+                               .err = &err};
+    int status = 0, timed_out = 0;
+    st = hvd__capture_run(&cc, &status, &timed_out);
+    if (st == HVD_OK && (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        char why[512];
+        hvd__capture_last_line(err.buf, err.len, why, sizeof why);
+        if (!*why)
+            hvd__capture_last_line(out.buf, out.len, why, sizeof why);
+        st = hvd__error_set(HVD_ERR_IO, "squeue, asked which job holds host %s, %s%s%s", host,
+                            timed_out ? "did not answer in time" : "failed", *why ? ": " : "", why);
+    }
+    if (st == HVD_OK)
+        st = pick_job(out.buf, host, lookup("SLURM_JOB_NAME", arg), job, size);
     return st;
 }

@@ -21,4 +21,15 @@ typedef const char *(*hvd_slurm_lookup_fn)(const char *name, void *arg);
 hvd_status_t hvd__slurm_alloc_hosts(hvd_slurm_lookup_fn lookup, void *arg, hvd_host_list_t *hosts_p,
                                     int *found_p);
 
+/* Which job's allocation holds host, for `srun --jobid` (an elastic job's hosts may come from
+ * another allocation of the same user: scripts/horovodrun-slurm-hosts). *job is set to ""
+ * when srun needs no --jobid: outside an allocation, or host is a node of the allocation
+ * horovodrun runs in (SLURM_JOB_NODELIST). Else squeue (--me, running jobs, found in PATH,
+ * HVD_SLURM_SQUEUE_TIMEOUT_MS at most) names the jobs holding host: one named as this job
+ * (SLURM_JOB_NAME) first, else the lowest id. HVD_ERR_NOT_FOUND naming host when no job of
+ * this user holds it, HVD_ERR_IO when squeue fails. */
+#define HVD_SLURM_SQUEUE_TIMEOUT_MS 20000
+hvd_status_t hvd__slurm_job_of_host(hvd_slurm_lookup_fn lookup, void *arg, const char *host,
+                                    char *job, size_t size);
+
 #endif

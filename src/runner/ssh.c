@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "runner/capture.h"
+#include "runner/slurm_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,28 +111,43 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
     return HVD_OK;
 }
 
+static const char *env_lookup(const char *name, void *arg) {
+    (void)arg;
+    return getenv(name);
+}
+
 /* srun of program on host, one task in a step of its own: --overlap shares the CPUs the
- * job's other steps hold (the ranks' own, the NIC discovery's); --export=NONE keeps
+ * job's other steps hold (the ranks' own, the NIC discovery's) and --whole gives the step all
+ * of the job's CPUs on the node (its ranks run under it; one task would get one CPU where
+ * Slurm confines steps to what they asked for); --export=NONE keeps
  * horovodrun's environment out of the step, as ssh's login environment does (the ranks' come
- * in the spec); no MPI plugin and no CPU binding for the supervisor. */
+ * in the spec); no MPI plugin and no CPU binding for the supervisor. A host of another
+ * allocation (an elastic job grown by one) gets --jobid of the job that holds it. */
 static hvd_status_t srun_argv(const char *host, const char *program, const char *option,
                               char ***argv_p) {
-    const char *fixed[] = {"srun",          "--nodes=1",  "--ntasks=1",      "--overlap",
+    char job[64];
+    hvd_status_t st = hvd__slurm_job_of_host(env_lookup, NULL, host, job, sizeof job);
+    if (st != HVD_OK)
+        return st;
+    const char *fixed[] = {"srun",          "--nodes=1",  "--ntasks=1",      "--overlap", "--whole",
                            "--export=NONE", "--mpi=none", "--cpu-bind=none", "--quiet"};
-    size_t nf = sizeof fixed / sizeof fixed[0];
-    char **argv = calloc(nf + 4, sizeof *argv);
+    size_t nf = sizeof fixed / sizeof fixed[0], n = 0;
+    char **argv = calloc(nf + 5, sizeof *argv);
     int failed = !argv;
-    for (size_t i = 0; argv && i < nf; i++)
-        failed |= !(argv[i] = strdup(fixed[i]));
-    if (argv) {
-        size_t len = strlen("--nodelist=") + strlen(host) + 1;
-        if ((argv[nf] = malloc(len)))
-            snprintf(argv[nf], len, "--nodelist=%s", host);
-        failed |=
-            !argv[nf] || !(argv[nf + 1] = strdup(program)) || !(argv[nf + 2] = strdup(option));
+    for (size_t i = 0; !failed && i < nf; i++)
+        failed |= !(argv[n++] = strdup(fixed[i]));
+    char opt[512];
+    if (!failed && *job) {
+        snprintf(opt, sizeof opt, "--jobid=%s", job);
+        failed |= !(argv[n++] = strdup(opt));
+    }
+    if (!failed) {
+        snprintf(opt, sizeof opt, "--nodelist=%s", host); /* (host names are short words) */
+        failed |= !(argv[n++] = strdup(opt)) || !(argv[n++] = strdup(program)) ||
+                  !(argv[n++] = strdup(option));
     }
     if (failed) {
-        for (size_t i = 0; argv && i < nf + 3; i++) /* (a failed entry ends the list early) */
+        for (size_t i = 0; argv && i < n; i++)
             free(argv[i]);
         free(argv);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an srun command");

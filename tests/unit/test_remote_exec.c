@@ -79,6 +79,9 @@ static void test_ssh_argv(void **state) {
     /* inside a Slurm allocation: a one-task step on that node, the program and option as
      * srun's command (no shell, so no quoting), the ssh options not used */
     hvd_ssh_opts_t srun = {.port = 2222, .identity = "/k", .connect_timeout_s = 7, .srun = 1};
+    setenv("SLURM_JOB_ID", "7",
+           1); /* h3 a node of this allocation: no --jobid (unit.slurm_alloc) */
+    setenv("SLURM_JOB_NODELIST", "h[1-3]", 1);
     assert_int_equal(
         hvd__ssh_argv_program(&srun, "h3", "/opt/my hvd/horovodrun", "--internal-exec", &argv),
         HVD_OK);
@@ -86,6 +89,7 @@ static void test_ssh_argv(void **state) {
                                "--nodes=1",
                                "--ntasks=1",
                                "--overlap",
+                               "--whole",
                                "--export=NONE",
                                "--mpi=none",
                                "--cpu-bind=none",

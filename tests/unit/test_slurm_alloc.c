@@ -10,7 +10,11 @@
 
 #include <hvd/hvd.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *lookup(const char *name, void *arg) {
     for (const char *const *e = arg; *e; e += 2)
@@ -81,10 +85,70 @@ static void test_outside_and_bad(void **state) {
     assert_int_equal(found, 0);
 }
 
+/* A fake squeue first in PATH, printing text and exiting with code. */
+static void fake_squeue(const char *dir, const char *text, int code) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/squeue", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(
+        f,
+        "#!/bin/sh\n[ \"$*\" = '--me --noheader --states=RUNNING --sort=i --format=%%i %%N %%j' ]"
+        " || { echo \"unexpected: $*\" >&2; exit 3; }\nprintf '%%s' '%s'\nexit %d\n",
+        text, code);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void test_job_of_host(void **state) {
+    (void)state;
+    char job[64] = "x", dir[] = "/tmp/hvd-test-squeue-XXXXXX", path[4096];
+    assert_non_null(mkdtemp(dir));
+    const char *old_path = getenv("PATH");
+    snprintf(path, sizeof path, "%s:%s", dir, old_path ? old_path : "/usr/bin:/bin");
+    assert_int_equal(setenv("PATH", path, 1), 0);
+    /* outside an allocation, and on a node of the allocation horovodrun runs in: no --jobid
+     * (and no squeue: the fake one would fail) */
+    fake_squeue(dir, "", 1);
+    const char *none[] = {NULL};
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)none, "h3", job, sizeof job), HVD_OK);
+    assert_string_equal(job, "");
+    const char *own[] = {"SLURM_JOB_ID", "7", "SLURM_JOB_NODELIST", "h[1-3]", NULL};
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)own, "h3", job, sizeof job), HVD_OK);
+    assert_string_equal(job, "");
+    /* a node of another job: the one named as this job first, else the first squeue lists */
+    fake_squeue(dir, "5 h[3-4] other\n9 h3 train\n12 h[5-6] train\n", 0);
+    const char *named[] = {"SLURM_JOB_ID", "7", "SLURM_JOB_NODELIST", "h[1-2]", "SLURM_JOB_NAME",
+                           "train",        NULL};
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)named, "h3", job, sizeof job), HVD_OK);
+    assert_string_equal(job, "9");
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)named, "h4", job, sizeof job), HVD_OK);
+    assert_string_equal(job, "5");
+    const char *unnamed[] = {"SLURM_JOB_ID", "7", "SLURM_JOB_NODELIST", "h[1-2]", NULL};
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)unnamed, "h3", job, sizeof job),
+                     HVD_OK);
+    assert_string_equal(job, "5");
+    /* a node of no job of this user, and squeue failing: errors naming the host and why */
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)named, "h9", job, sizeof job),
+                     HVD_ERR_NOT_FOUND);
+    assert_non_null(strstr(hvd_last_error(), "host h9 is in no running Slurm job of yours"));
+    fake_squeue(dir, "slurm_load_jobs error: Unable to contact slurm controller\n", 1);
+    assert_int_equal(hvd__slurm_job_of_host(lookup, (void *)named, "h3", job, sizeof job),
+                     HVD_ERR_IO);
+    assert_non_null(strstr(hvd_last_error(), "which job holds host h3, failed: slurm_load_jobs "
+                                             "error: Unable to contact slurm controller"));
+    char file[256];
+    snprintf(file, sizeof file, "%s/squeue", dir);
+    unlink(file);
+    rmdir(dir);
+    assert_int_equal(setenv("PATH", old_path ? old_path : "/usr/bin:/bin", 1), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tasks_and_cpus),
         cmocka_unit_test(test_outside_and_bad),
+        cmocka_unit_test(test_job_of_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
