@@ -8,3 +8,7 @@ add_test(NAME slurm.srun COMMAND bash ${PROJECT_SOURCE_DIR}/tests/slurm/test_sru
 set_tests_properties(slurm.srun PROPERTIES TIMEOUT 300 LABELS slurm SKIP_RETURN_CODE 77
   RESOURCE_LOCK netbed_a COST 60
   ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+add_test(NAME slurm.elastic COMMAND bash ${PROJECT_SOURCE_DIR}/tests/slurm/test_elastic.sh)
+set_tests_properties(slurm.elastic PROPERTIES TIMEOUT 300 LABELS slurm SKIP_RETURN_CODE 77
+  RESOURCE_LOCK netbed_a COST 40
+  ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")

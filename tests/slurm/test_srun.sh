@@ -14,34 +14,9 @@
 #      error once Slurm declares h3 dead.
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns, sshd or Slurm).
 set -euo pipefail
-: "${HVD_BUILD_DIR:?set by ctest}"
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$here/../netns/lib.sh"
-netns_require test_srun
-for cmd in slurmctld slurmd srun munged; do
-  command -v "$cmd" >/dev/null || [[ -x /usr/sbin/$cmd ]] || netns_skip "$cmd not installed (scripts/install-deps.sh)"
-done
-cluster=$here/cluster.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+slurm_test_setup srun
 CHECK=$HVD_BUILD_DIR/tests/mrank/collectives_check
-TMP=$(mktemp -d /tmp/hvd-slurm-srun.XXXXXX)
-chmod 755 "$TMP" # the ranks write their pid files here
-export HVD_SLURM_DIR=/tmp/hvd-slurm-$HVD_NETBED_PREFIX
-# shellcheck disable=SC2317  # invoked by the trap
-cleanup() {
-  local rc=$?
-  timeout 60 bash "$cluster" down >/dev/null 2>&1 || echo "cleanup: cluster down failed"
-  rm -rf "$TMP"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'echo "interrupted"; exit 130' INT TERM HUP
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-ok() { echo "ok   $*"; }
-timeout 120 bash "$cluster" up 3 || fail "the Slurm cluster did not come up"
-on1() { timeout -k 5 "$1" bash "$cluster" exec h1 "${@:2}"; }
 
 # 1. the conformance suite on 6 ranks of 3 nodes
 t0=$(date +%s.%N)
