@@ -133,7 +133,7 @@ EOF
   } >"$SC_CONF"
   # slurmd initializes a cgroup plugin even when nothing uses it; autodetection looks at
   # /sys/fs/cgroup, which `ip netns exec` hides under a fresh sysfs. Naming v1 skips the
-  # detection, and v1 touches no cgroup until a plugin asks (none does: linuxproc, task/none)
+  # detection, and v1 touches no cgroup until a plugin asks (none does: linuxproc, task/affinity)
   echo "CgroupPlugin=cgroup/v1" >"$SC_DIR/cgroup.conf"
 }
 
