@@ -11,6 +11,7 @@ flags where they apply.
 """
 import argparse
 import gzip
+import hashlib
 import os
 import struct
 import time
@@ -126,6 +127,19 @@ def test(model, loader, sampler):
               f"({int(correct)} of {int(seen)} images)", flush=True)
 
 
+def weights_digest(model):
+    """SHA-256 of the model's weights (every tensor's bytes, in state_dict order), checked equal
+    on every rank: the same digest from two launches means bit-identical training."""
+    h = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        h.update(tensor.detach().contiguous().numpy().tobytes())
+    mine = torch.frombuffer(bytearray(h.digest()), dtype=torch.uint8)
+    every = hvd.allgather(mine.unsqueeze(0), name="weights.digest")
+    if not bool((every == mine).all()):
+        raise RuntimeError(f"rank {hvd.rank()}: the ranks' weights differ after training")
+    return h.hexdigest()
+
+
 def main():
     args = parser.parse_args()
     hvd.init()
@@ -161,6 +175,9 @@ def main():
     for epoch in range(1, args.epochs + 1):
         train(epoch, args, model, optimizer, train_loader, train_sampler)
     test(model, test_loader, test_sampler)
+    digest = weights_digest(model)
+    if hvd.rank() == 0:
+        print(f"weights digest {digest[:16]} (the same on all {hvd.size()} ranks)", flush=True)
 
 
 if __name__ == "__main__":

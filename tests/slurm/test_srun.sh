@@ -6,6 +6,7 @@
 #      memory inside a node and TCP across), and a PyTorch script's places and allreduce,
 #      and `horovodrun -np 6` inside `salloc -N 3` (hosts and slots from the allocation,
 #      remote ranks started through srun, no ssh), its --dry-run plan, and the same suite;
+#      the PyTorch example trained under both to the same weights digest;
 #   2. srun without PMIx: every rank fails at once with the message that says what to do;
 #   3. scancel of a running job: every rank gone within 10 s;
 #   4. a node lost mid-job (every process of h3 SIGKILLed: its slurmd, slurmstepd and ranks):
@@ -64,6 +65,23 @@ grep -q 'np=6 quick: [0-9]* checks passed, 0 failed on rank 0, 0 on all ranks' "
   fail "no clean result from horovodrun in salloc: $(tail -20 "$TMP/out")"
 grep -q '^srun .*--nodelist=h2 .*--internal-exec' "$TMP/out" || fail "h2 not reached through srun: $(grep -v '<stderr>:\[20' "$TMP/out" | tail -20)"
 ok "horovodrun -np 6 in salloc -N 3 (no -H): the conformance suite passed, remote ranks through srun ($(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s)"
+
+# 1c. the PyTorch example trains to the same bits under srun and under horovodrun in the
+# allocation. (Fusion off: which gradients share a fused buffer depends on timing, and across
+# hosts an element's place in the buffer decides its reduction order around the ring.)
+example() { # LAUNCH...: the example's digest line, run by LAUNCH inside h1
+  on1 200 "$@" env HOROVOD_FUSION_THRESHOLD=0 PYTHONPATH="$HVD_BUILD_DIR/python" /usr/bin/python3 \
+    "$HVD_SOURCE_DIR/examples/pytorch/pytorch_fashion_mnist.py" --epochs 1 --train-limit 1200 \
+    --test-limit 300 >"$TMP/out" 2>&1 || fail "the PyTorch example under $1: $(tail -20 "$TMP/out")"
+  grep -ao 'weights digest [0-9a-f]* (the same on all 6 ranks)' "$TMP/out" ||
+    fail "no digest from the example under $1: $(tail -20 "$TMP/out")"
+}
+if [[ -d $HVD_BUILD_DIR/python/horovod && -d /usr/share/datasets/fashion-mnist ]]; then
+  d_srun=$(example srun --mpi=pmix -N 3 --ntasks-per-node 2)
+  d_hvd=$(example salloc -N 3 --ntasks-per-node 2 "$HVD_BUILD_DIR/horovodrun" -np 6)
+  [[ "$d_srun" == "$d_hvd" ]] || fail "srun: $d_srun; horovodrun in salloc: $d_hvd"
+  ok "the PyTorch example under srun and under horovodrun in salloc: $d_srun"
+fi
 
 # 2. without PMIx the ranks cannot meet: each says so at once, and how to start it
 rc=0
