@@ -14,6 +14,13 @@ endforeach()
 # The bed's self-check runs none of this project's programs (label harness: the sanitizer
 # pass, which re-runs the project's code, leaves it out).
 set_tests_properties(netns.netbed PROPERTIES LABELS "netns;harness")
+# CI runs the three job tests once, in the sanitizer pass (label sanitize_once, see
+# scripts/run-tests.sh): what they exercise is horovodrun's network-facing code (task
+# services, NIC discovery, remote supervisors), where ASan's checks matter most, and their
+# assertions are the same in both builds; most of their CPU is sshd's and the namespaces',
+# which a second, plain run only spends again on a CPU-bound CI machine.
+set_tests_properties(netns.multihost netns.discovery netns.elastic PROPERTIES
+  LABELS "netns;sanitize_once")
 set_tests_properties(netns.multihost PROPERTIES RESOURCE_LOCK netbed_a)
 set_tests_properties(netns.discovery netns.elastic PROPERTIES RESOURCE_LOCK netbed_b)
 set_tests_properties(netns.netbed PROPERTIES RESOURCE_LOCK "netbed_a;netbed_b")
