@@ -5,9 +5,8 @@
 #      which take the arena from 8 MiB, checked too), and the debug log shows which path
 #      every connection took;
 #  (b) after every process of a job is SIGKILLed mid-run, nothing is left behind: no hvd
-#      entry in /dev/shm or /tmp (the memory is a memfd and the sockets are abstract, so
-#      there is nothing to leave; other tests running beside this one may create files of
-#      their own, hence only hvd's names are compared);
+#      entry in /dev/shm and none of its shared objects' names in /tmp (the memory is a memfd
+#      and the sockets are abstract, so there is nothing to leave);
 #  (c) a rank SIGSTOPped in the middle of allreduces in the host arena: the others fail
 #      with HVD_ERR_TIMEOUT naming it after HOROVOD_GLOO_TIMEOUT_SECONDS, and nothing of the
 #      job is left (a killed rank is e2e.core_faults' case (a), which runs in the arena too);
@@ -56,7 +55,16 @@ expect_not_contains "HVD_SHM=0 log" "$(links)" "through shared memory"
 expect_contains "HVD_SHM=0 log" "$(links)" "connected to rank"
 
 # ---- (b) nothing left after SIGKILL --------------------------------------------------------
-hvd_files() { ls -A /dev/shm /tmp 2>/dev/null | grep -i hvd | sort; }
+# In /dev/shm anything of hvd's; in /tmp only the names of what hvd shares (its memfds'
+# hvd-rings and hvd-arena, its sockets' hvd-data-...): other tests, running beside this one,
+# make and remove temporary dirs called hvd-<test>.XXXXXX there (a count of those once failed
+# this check).
+hvd_files() {
+  {
+    find /dev/shm -maxdepth 1 -iname '*hvd*'
+    find /tmp -maxdepth 1 \( -name '*hvd-rings*' -o -name '*hvd-arena*' -o -name '*hvd-data*' \)
+  } 2>/dev/null | sort
+}
 before=$(hvd_files)
 timeout -k 5 60 "$HVDRUN" -np 3 "$CHECK" --big >"$TMP/out" 2>"$TMP/err" &
 launcher=$!
