@@ -1,5 +1,6 @@
 /* Allreduce: small inputs are gathered whole in the agreement rounds and reduced locally in
- * rank order (every rank computes the same bits); larger ones run the pipelined ring.
+ * rank order (every rank computes the same bits); larger ones run the pipelined ring, or with
+ * HVD_REPRODUCIBLE a direct exchange that also sums in rank order (ordered() below).
  * float16 and bfloat16 are converted to float32 first, travel and accumulate as float32,
  * and are rounded once at the end. */
 #include "collectives/coll.h"
@@ -12,6 +13,7 @@
 #include "transport/shm_arena.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int is_half(hvd_dtype_t d) {
@@ -103,6 +105,71 @@ static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void
     return HVD_OK;
 }
 
+/* HVD_REPRODUCIBLE between hosts: each rank receives every rank's piece of its own segment
+ * (the alltoall's direct exchange), folds them in rank order as the arena and the small path
+ * do, finishes its segment, and the finished segments go round the ring allgather. The same
+ * bytes cross the network as in the ring; what changes is that each element's sum no longer
+ * starts at the rank after its segment's owner, which made its bits depend on where fusion
+ * had put it. (Called after the agreement, with p > 1.) */
+static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t count,
+                            hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
+                            double postscale, const char *what) {
+    int p = g->size, me = g->rank;
+    hvd_dtype_t w = work_dtype(dtype);
+    size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype);
+    size_t *b = malloc(4 * (size_t)p * sizeof *b);
+    if (!b)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    size_t *soff = b, *sbytes = b + p, *roff = b + 2 * p, *rbytes = b + 3 * p;
+    size_t off = 0;
+    for (int r = 0; r < p; r++) {
+        size_t n = count / (size_t)p + ((size_t)r < count % (size_t)p);
+        soff[r] = off * wsize;
+        sbytes[r] = n * wsize;
+        off += n;
+    }
+    size_t mine = sbytes[me] / wsize, mine_off = soff[me] / wsize;
+    for (int r = 0; r < p; r++) {
+        roff[r] = (size_t)r * sbytes[me];
+        rbytes[r] = sbytes[me];
+    }
+    /* The input in the working dtype (converted and prescaled into scratch or recv, else send
+     * itself), and every rank's piece of this rank's segment. */
+    const void *src = send;
+    hvd_status_t st = HVD_OK;
+    if (is_half(dtype) || prescale != 1.0) {
+        void *work = is_half(dtype) ? hvd__group_scratch(g, 0, count * wsize) : recv;
+        if (work)
+            to_work(work, send, count, dtype, prescale);
+        src = work;
+    }
+    uint8_t *pieces = hvd__group_scratch(g, 1, (size_t)p * sbytes[me]);
+    if (!src || !pieces)
+        st = HVD_ERR_NO_MEMORY;
+    if (st == HVD_OK)
+        st = hvd__coll_exchange(g, src, soff, sbytes, pieces, roff, rbytes, what);
+    if (st == HVD_OK) {
+        /* the segment in the working dtype: in the scratch copy for half types, else where it
+         * ends up in recv (the exchange is over: nothing reads this rank's input any more) */
+        uint8_t *acc = (uint8_t *)(is_half(dtype) ? (void *)src : recv) + mine_off * wsize;
+        if (mine)
+            memcpy(acc, pieces, mine * wsize);
+        for (int r = 1; r < p; r++)
+            hvd__reduce(acc, pieces + (size_t)r * sbytes[me], mine, w, op);
+        from_work((uint8_t *)recv + mine_off * osize, acc, mine, dtype, op, p, postscale);
+        /* then every finished segment to every rank, in the output dtype, as bytes */
+        for (int r = 0; r < p; r++) {
+            g->lens[r] = sbytes[r] / wsize * osize;
+            g->offs[r] = soff[r] / wsize * osize;
+        }
+        hvd_ring_t ring = {
+            .g = g, .seg_off = g->offs, .seg_len = g->lens, .own = me, .out = recv, .osize = 1};
+        st = hvd__ring_run(&ring, what);
+    }
+    free(b);
+    return st;
+}
+
 hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t count,
                                   hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                   double postscale, const char *what, size_t *work_bytes_p) {
@@ -158,8 +225,11 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
                                  double postscale) {
     char what[128];
     hvd__coll_what(g, "allreduce", what, sizeof what);
-    hvd_sig_t sig = {
-        .coll = HVD_COLL_ALLREDUCE, .dtype = (uint8_t)dtype, .op = (uint8_t)op, .count = count};
+    hvd_sig_t sig = {.coll = HVD_COLL_ALLREDUCE,
+                     .dtype = (uint8_t)dtype,
+                     .op = (uint8_t)op,
+                     .flags = g->ordered ? HVD_SIG_ORDERED : 0,
+                     .count = count};
     size_t bytes = 0;
     hvd_status_t st =
         hvd__allreduce_check(send, recv, count, dtype, op, prescale, postscale, what, &bytes);
@@ -173,7 +243,7 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
-    if (g->hier_local && bytes >= g->hier_min_bytes)
+    if (g->hier_local && bytes >= g->hier_min_bytes && !g->ordered)
         return hvd__shm_hier_allreduce(g, &sig, send, recv, count, dtype, op, prescale, postscale,
                                        what);
     const int *idx;
@@ -187,6 +257,8 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
     if (st != HVD_OK)
         return st;
+    if (g->ordered)
+        return ordered(g, send, recv, count, dtype, op, prescale, postscale, what);
     for (int r = 0; r < p; r++) {
         g->lens[r] = count / (size_t)p + ((size_t)r < count % (size_t)p);
         g->offs[r] = r == 0 ? 0 : g->offs[r - 1] + g->lens[r - 1];

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The exchange itself: block j of send (soff[j], sbytes[j]) to rank j, block i of recv
- * (roff[i], rbytes[i]) from rank i. */
-static hvd_status_t exchange(hvd_group_t *g, const char *send, const size_t *soff,
-                             const size_t *sbytes, char *recv, const size_t *roff,
-                             const size_t *rbytes, const char *what) {
+hvd_status_t hvd__coll_exchange(hvd_group_t *g, const void *send_, const size_t *soff,
+                                const size_t *sbytes, void *recv_, const size_t *roff,
+                                const size_t *rbytes, const char *what) {
+    const char *send = send_;
+    char *recv = recv_;
     int p = g->size, me = g->rank;
     if (rbytes[me])
         memcpy(recv + roff[me], send + soff[me], rbytes[me]);
@@ -61,7 +61,7 @@ hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, si
         g->lens[r] = block;
         g->offs[r] = (size_t)r * block;
     }
-    return exchange(g, send, g->offs, g->lens, recv, g->offs, g->lens, what);
+    return hvd__coll_exchange(g, send, g->offs, g->lens, recv, g->offs, g->lens, what);
 }
 
 hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t *sendcounts,
@@ -106,7 +106,7 @@ hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t 
             send = memcpy(copy, send, sent);
     }
     if (st == HVD_OK)
-        st = exchange(g, send, soff, sbytes, recv, roff, rbytes, what);
+        st = hvd__coll_exchange(g, send, soff, sbytes, recv, roff, rbytes, what);
     free(b);
     return st;
 }

@@ -36,6 +36,13 @@ hvd_status_t hvd__coll_reducescatterv(hvd_group_t *g, const void *send, void *re
 hvd_status_t hvd__coll_alltoallv(hvd_group_t *g, const void *send, const size_t *sendcounts,
                                  void *recv, const size_t *recvcounts, hvd_dtype_t dtype);
 hvd_status_t hvd__coll_barrier(hvd_group_t *g);
+/* The alltoall's exchange, after the agreement: block j of send (soff[j], sbytes[j] bytes) to
+ * rank j, block i of recv (roff[i], rbytes[i]) from rank i, this rank's own copied; every
+ * pair's transfers in flight at once (rank r starts with r+1, r+2, ... so that the ranks do
+ * not all queue on rank 0 first). */
+hvd_status_t hvd__coll_exchange(hvd_group_t *g, const void *send, const size_t *soff,
+                                const size_t *sbytes, void *recv, const size_t *roff,
+                                const size_t *rbytes, const char *what);
 
 /* The allreduce's pieces the core uses to run a small blocking allreduce inside its cycle
  * message (one round, as hvd__coll_allreduce's small path): argument checks (*work_bytes_p:

@@ -157,9 +157,9 @@ void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size) {
     switch (s->coll) {
     case HVD_COLL_ALLREDUCE:
     case HVD_COLL_REDUCESCATTER:
-        snprintf(out, out_size, "%s(count %llu, %s, %s) as call #%u", hvd__coll_name(s->coll),
+        snprintf(out, out_size, "%s(count %llu, %s, %s%s) as call #%u", hvd__coll_name(s->coll),
                  (unsigned long long)s->count, dt, hvd__reduce_op_name((hvd_reduce_op_t)s->op),
-                 s->seq);
+                 s->flags & HVD_SIG_ORDERED ? ", in rank order: HVD_REPRODUCIBLE=1" : "", s->seq);
         break;
     case HVD_COLL_BROADCAST:
         snprintf(out, out_size, "broadcast(count %llu, %s, root %d) as call #%u",

@@ -31,6 +31,7 @@ typedef enum {
 } hvd_coll_t;
 
 #define HVD_SIG_INVALID 1u /* this rank's arguments were rejected locally */
+#define HVD_SIG_ORDERED 2u /* an allreduce summing in rank order (hvd_group_t.ordered) */
 #define HVD_SIG_LEN 32
 
 typedef struct {
@@ -83,6 +84,9 @@ typedef struct hvd_group {
     struct hvd_group *hier_local, *hier_cross;
     size_t hier_min_bytes, hier_ag_min_bytes;
     int *hier_grid;
+    /* HVD_REPRODUCIBLE, set by the core: every allreduce sums each element in rank order on
+     * whichever path it takes (allreduce.c), so its bits depend on nothing but the inputs. */
+    int ordered;
 } hvd_group_t;
 
 /* members (copied) lists the global ranks of the group in group-rank order; rank is this

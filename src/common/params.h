@@ -36,6 +36,7 @@ typedef struct hvd_params {
     char *tcp_congestion;
     int shm;              /* same-host peers through shared memory */
     int cma;              /* same-host blocks read with process_vm_readv where allowed */
+    int reproducible;     /* allreduce sums in rank order on every path */
     int check_in_all_max; /* static jobs up to this size read every check-in record */
     char *controller;
     char *cpu_operations;

@@ -153,6 +153,8 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
     hvd_cycle_msg_t m = {.nwords = nwords, .hits = hits, .invalid = e->invalid.n ? inv : NULL};
     if (e->uncached.n || e->join_unsent)
         m.flags |= HVD_CYC_UNCACHED;
+    if (e->ctx->global.ordered)
+        m.flags |= HVD_CYC_ORDERED;
     if (e->shutdown_requested) {
         m.flags |= HVD_CYC_SHUTDOWN | (e->exiting ? HVD_CYC_EXITING : 0);
         m.reason = e->exiting ? "exited without calling hvd_shutdown" : "hvd_shutdown was called";
@@ -553,6 +555,14 @@ static hvd_status_t decode_all(hvd_engine_t *e, uint32_t nwords, size_t max_payl
                                   "rank %d (%s) has %u cache words where rank %d has %u: the "
                                   "response caches are out of step",
                                   r, host_of(e, r), e->msgs[r].nwords, g->rank, nwords);
+        /* (the two ways of summing would wait on each other's messages until the timeout) */
+        int theirs = (e->msgs[r].flags & HVD_CYC_ORDERED) != 0;
+        if (theirs != g->ordered)
+            return hvd__error_set(HVD_ERR_MISMATCH,
+                                  "rank %d (%s) runs with HVD_REPRODUCIBLE=%d but rank %d with "
+                                  "%d: every rank must set the same value (mpirun forwards it "
+                                  "to other hosts only with -x HVD_REPRODUCIBLE)",
+                                  r, host_of(e, r), theirs, g->rank, g->ordered);
     }
     return HVD_OK;
 }

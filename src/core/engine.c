@@ -549,6 +549,8 @@ static hvd_status_t prepare(hvd_posted_t *p) {
     s->op = (uint8_t)o->op;
     s->root = o->root;
     s->count = o->count;
+    if (o->coll == HVD_COLL_ALLREDUCE && g->ordered)
+        s->flags |= HVD_SIG_ORDERED; /* as hvd__coll_allreduce's own signature */
     char what[96];
     hvd__coll_what(g, hvd__coll_name(o->coll), what, sizeof what);
     switch (o->coll) {

@@ -466,6 +466,14 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     st = hvd__group_init(&c->global, c->tp, "global", all, p->size, p->rank);
     if (st == HVD_OK && (st = make_groups(c, infos)) != HVD_OK)
         hvd__group_fini(&c->global);
+    if (st == HVD_OK) {
+        /* (a rank set otherwise fails its first allreduce with the others, naming the
+         * setting: the flag is part of every allreduce's signature) */
+        c->global.ordered = c->local.ordered = c->cross.ordered = p->reproducible;
+        if (p->reproducible)
+            HVD_LOG_D("rank %d: allreduce sums in rank order on every path (HVD_REPRODUCIBLE)",
+                      p->rank);
+    }
     /* Collectives among exactly this host's ranks run in its shared-memory arena. */
     if (st == HVD_OK &&
         ((st = hvd__tcp_arena_join(c->tp, c->local.members, c->local.size)) != HVD_OK ||

@@ -161,8 +161,10 @@ hvd_status_t hvd_add_process_set(const int *ranks, int n, int *id_p) {
                 s->rank = i;
         char name[32];
         snprintf(name, sizeof name, "process set %d", s->id);
-        if (s->rank >= 0)
+        if (s->rank >= 0) {
             st = hvd__group_init(&s->group, c->tp, name, members, n, s->rank);
+            s->group.ordered = c->params.reproducible;
+        }
     }
     if (st == HVD_OK) {
         c->psets[c->npsets++] = s;

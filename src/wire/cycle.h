@@ -30,6 +30,7 @@
 #define HVD_CYC_BLOCKING 0x08u /* a blocking collective is posted (comm, sig, payload) */
 #define HVD_CYC_PAYLOAD 0x10u  /* the payload holds the blocking collective's input */
 #define HVD_CYC_EXITING 0x20u  /* with SHUTDOWN: the process exits without hvd_shutdown */
+#define HVD_CYC_ORDERED 0x40u  /* this rank's allreduces sum in rank order (HVD_REPRODUCIBLE) */
 
 typedef struct {
     uint8_t flags, comm;
