@@ -14,6 +14,8 @@
  *   reinit      hvd_init / allreduce / hvd_shutdown repeated (--iters, default 100).
  *   soak        write --dir/pid.R, wait for --dir/go, then run checked collectives for
  *               --seconds (a test script meanwhile pesters the data-plane ports).
+ *   digest      allreduces with inexact sums; rank 0 prints a hash of every result, the
+ *               same from two jobs only when they sum every element in the same order.
  *
  * The first failure is printed with full detail (collective, dtype, op, count, in place,
  * index, expected, got, the inputs) and the program exits 1; --keep-going prints up to 30
@@ -1654,6 +1656,77 @@ static int mode_reinit(void) {
     return g_fail ? 1 : 0;
 }
 
+/* digest: allreduces whose sums are inexact (each rank's values spread over 20 binary orders
+ * of magnitude, so that the order of a sum shows in its last bits), through the small path,
+ * the large one and past a fusion buffer's size, in float32, float64, float16 and bfloat16,
+ * sum and average, one prescaled and postscaled; rank 0 prints a hash of every result. Jobs
+ * that sum every element in the same order print the same digest (tests/e2e/test_shm.sh). */
+static uint16_t digest_bits(int rank, size_t i, int kind) {
+    uint64_t x = mix(((uint64_t)rank << 40) ^ i ^ ((uint64_t)kind << 56));
+    if (kind == 0) /* float16: sign, exponent 5..24 of 0..30, mantissa */
+        return (uint16_t)((x & 0x8000u) | ((5 + (x >> 16) % 20) << 10) | ((x >> 32) & 0x3ffu));
+    /* bfloat16: sign, exponent 117..136 of 0..254, mantissa */
+    return (uint16_t)((x & 0x8000u) | ((117 + (x >> 16) % 20) << 7) | ((x >> 32) & 0x7fu));
+}
+
+static double digest_value(int rank, size_t i) {
+    uint64_t x = mix(((uint64_t)rank << 40) ^ i);
+    return ((double)(x >> 11) / 9007199254740992.0 - 0.5) * ldexp(1.0, (int)((x >> 3) % 20) - 10);
+}
+
+static int mode_digest(void) {
+    hvd_status_t s = init();
+    if (s != HVD_OK)
+        die("hvd_init: %s: %s", hvd_status_str(s), hvd_last_error());
+    g_rank = hvd_rank();
+    g_size = hvd_size();
+    static const size_t counts[] = {1000, 100003, (1u << 20) + 7};
+    static const struct {
+        hvd_dtype_t dt;
+        hvd_reduce_op_t op;
+        double pre, post;
+    } calls[] = {{HVD_FLOAT32, HVD_SUM, 1.0, 1.0},      {HVD_FLOAT32, HVD_AVERAGE, 1.0, 1.0},
+                 {HVD_FLOAT64, HVD_SUM, 1.0, 1.0},      {HVD_FLOAT16, HVD_SUM, 1.0, 1.0},
+                 {HVD_BFLOAT16, HVD_AVERAGE, 1.0, 1.0}, {HVD_FLOAT32, HVD_SUM, 0.37, 1.9}};
+    size_t max = counts[sizeof counts / sizeof counts[0] - 1];
+    unsigned char *in = malloc(max * 8), *out = malloc(max * 8);
+    if (!in || !out)
+        die("out of memory for the digest's buffers");
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+            size_t n = counts[k];
+            for (size_t i = 0; i < n; i++) {
+                double v = digest_value(g_rank, i);
+                if (calls[c].dt == HVD_FLOAT32)
+                    ((float *)in)[i] = (float)v;
+                else if (calls[c].dt == HVD_FLOAT64)
+                    ((double *)in)[i] = v;
+                else
+                    ((uint16_t *)in)[i] = digest_bits(g_rank, i, calls[c].dt == HVD_BFLOAT16);
+            }
+            s = hvd_allreduce_ex(in, out, n, calls[c].dt, calls[c].op, calls[c].pre, calls[c].post,
+                                 HVD_COMM_GLOBAL);
+            if (s != HVD_OK)
+                die("digest allreduce %zu of %zu elements: %s: %s", c, n, hvd_status_str(s),
+                    hvd_last_error());
+            hash_bytes(out, n * (calls[c].dt == HVD_FLOAT64   ? 8
+                                 : calls[c].dt == HVD_FLOAT32 ? 4
+                                                              : 2));
+        }
+    }
+    uint64_t digest = g_hash;
+    agree("digest");
+    if (g_rank == 0)
+        printf("collectives_check: np=%d digest %016" PRIx64 " (%s)\n", g_size, digest,
+               g_fail ? "ranks differ" : "the same on every rank");
+    free(in);
+    free(out);
+    s = hvd_shutdown();
+    if (s != HVD_OK)
+        die("hvd_shutdown: %s: %s", hvd_status_str(s), hvd_last_error());
+    return g_fail ? 1 : 0;
+}
+
 static int file_exists(const char *dir, const char *name) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -1740,7 +1813,7 @@ static unsigned parse_names(const char *list, int kind) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: collectives_check [--mode check|reinit|soak]\n"
+            "usage: collectives_check [--mode check|reinit|soak|digest]\n"
             "  [--quick] [--big] [--keep-going] [--verbose] [--timeout S]\n"
             "  [--dtypes a,b] [--ops sum,average,min,max,product,adasum]\n"
             "  [--colls allreduce,ex,reducescatter,allgather,allgatherv,alltoall,broadcast,\n"
@@ -1811,6 +1884,8 @@ int main(int argc, char **argv) {
         return mode_reinit();
     if (!strcmp(opt.mode, "soak"))
         return mode_soak();
+    if (!strcmp(opt.mode, "digest"))
+        return mode_digest();
     usage();
     return 2;
 }
