@@ -40,18 +40,21 @@ wait_until 90 size_seen 2 || fail "no training on h1 and h2: $(show)"
 ok "training on h1 and h2 of the allocation (hosts from horovodrun-slurm-hosts)"
 
 # 2.
+t0=$SECONDS
 on1 30 sbatch -N 1 -w h3 --ntasks-per-node 1 -J hvdtrain -o /dev/null --wrap 'sleep 600' >/dev/null ||
   fail "sbatch of the second allocation"
 wait_until 90 size_seen 3 || fail "the job did not grow to h3: $(show)"
 [[ -n "$(workers_on h3)" ]] || fail "world size 3 but no worker on h3: $(show)"
-ok "a second allocation of the same name: grown to h3 (srun --jobid)"
+ok "a second allocation of the same name: grown to h3 (srun --jobid), training at size 3 $((SECONDS - t0)) s after sbatch"
 
 # 3.
+t0=$SECONDS
 on1 30 scontrol update nodename=h2 state=drain reason=hvd-test || fail "scontrol drain h2"
 wait_until 90 size_seen 2 'size 3 ' || fail "the job did not shrink when h2 was drained: $(show)"
+t1=$SECONDS
 wait_until 30 none_on h2 || fail "a worker left on drained h2: $(workers_on h2)"
 [[ -n "$(workers_on h3)" ]] || fail "h3's worker gone with h2: $(show)"
-ok "h2 drained: the job went on on h1 and h3, nothing of it left on h2"
+ok "h2 drained: training at size 2 on h1 and h3 $((t1 - t0)) s later, nothing of it left on h2"
 
 # 4.
 rc=0
