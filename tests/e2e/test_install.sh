@@ -9,6 +9,7 @@ cmake --install "$HVD_BUILD_DIR" --prefix "$prefix" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/ | head -1)
 [[ -f "$prefix/include/hvd/hvd.h" && -f "$prefix/include/hvd/types.h" ]] || fail "headers not installed"
 [[ -x "$prefix/bin/horovodrun" ]] || fail "horovodrun not installed"
+[[ -x "$prefix/bin/horovodrun-slurm-hosts" ]] || fail "horovodrun-slurm-hosts not installed (executable)"
 [[ -f "$libdir/libhvd.a" ]] || fail "static library not installed"
 soname=$(objdump -p "$libdir/libhvd.so" | awk '/SONAME/ {print $2}')
 expect_eq "SONAME" "libhvd.so.0" "$soname"
