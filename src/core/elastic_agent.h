@@ -20,11 +20,12 @@
 typedef struct hvd_engine hvd_engine_t;
 
 /* Start the agent for slot (host:local_rank) against the store at addr:port, watching
- * round. Idempotent: later calls (every hvd_init) return HVD_OK at once. Copies its
- * arguments. HVD_ERR_NO_MEMORY, HVD_ERR_IO when the thread or its descriptor cannot be
- * made. */
+ * round. silence_s is the driver's heartbeat deadline (HOROVOD_GLOO_TIMEOUT_SECONDS): a
+ * heartbeat may take up to a third of it to get through. Idempotent: later calls (every
+ * hvd_init) return HVD_OK at once. Copies its arguments. HVD_ERR_NO_MEMORY, HVD_ERR_IO when
+ * the thread or its descriptor cannot be made. */
 hvd_status_t hvd__elastic_agent_start(const char *addr, int port, const hvd_secret_t *secret,
-                                      const char *slot, int round);
+                                      const char *slot, int round, int silence_s);
 
 /* The round the process is in now (hvd_init, before checking in). */
 void hvd__elastic_agent_set_round(int round);

@@ -559,7 +559,7 @@ static hvd_status_t enter_elastic(hvd_context_t *c) {
     char slot[HVD_ELASTIC_NAME_MAX];
     if (st == HVD_OK && (st = hvd__elastic_msg_slot(p->hostname, p->local_rank, slot)) == HVD_OK)
         st = hvd__elastic_agent_start(p->rendezvous_addr, p->rendezvous_port, &c->secret, slot,
-                                      p->elastic_round);
+                                      p->elastic_round, p->gloo_timeout_seconds);
     if (st == HVD_OK)
         st = hvd__elastic_rdv_enter(c->store, p);
     c->round = hvd__elastic_rdv_round();
