@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 /* Read what is there, up to 64 KiB a call so that a writer that never stops cannot keep us
  * from the deadline; -1 at end of file or on error. */
 static int capture_read(int fd, hvd_capture_buf_t *c) {
@@ -171,4 +173,16 @@ hvd_status_t hvd__capture_run(const hvd_capture_config_t *cfg, int *status_p, in
     *status_p = status;
     *timed_out_p = timed_out;
     return HVD_OK;
+}
+
+hvd_status_t hvd__capture_shell(const char *command, int timeout_ms, hvd_capture_buf_t *out,
+                                hvd_capture_buf_t *err, int *status_p, int *timed_out_p) {
+    char *argv[] = {"sh", "-c", (char *)command, NULL};
+    hvd_capture_config_t cc = {.file = "/bin/sh",
+                               .argv = argv,
+                               .envp = environ,
+                               .timeout_ms = timeout_ms,
+                               .out = out,
+                               .err = err};
+    return hvd__capture_run(&cc, status_p, timed_out_p);
 }

@@ -36,6 +36,11 @@ typedef struct {
  * the deadline ended it. HVD_ERR_IO (with the reason) when it could not be started. */
 hvd_status_t hvd__capture_run(const hvd_capture_config_t *cfg, int *status_p, int *timed_out_p);
 
+/* The same for `/bin/sh -c command` in this process's environment (the host discovery
+ * script, squeue): out keeps its stdout, err its stderr. */
+hvd_status_t hvd__capture_shell(const char *command, int timeout_ms, hvd_capture_buf_t *out,
+                                hvd_capture_buf_t *err, int *status_p, int *timed_out_p);
+
 /* Append data[0..n) to buf (holding *len of cap bytes, not NUL-terminated), keeping only
  * the last cap bytes: the end of what a program wrote says why it failed. */
 void hvd__capture_keep_tail(char *buf, size_t cap, size_t *len, const char *data, size_t n);

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sys/wait.h>
 
-extern char **environ;
-
 /* What is kept of the script's stderr for messages. */
 #define STDERR_CAP 4096
 
@@ -32,15 +30,8 @@ hvd_status_t hvd__host_discovery_run(const hvd_host_discovery_config_t *cfg,
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory running host discovery");
     out[0] = err[0] = '\0';
     hvd_capture_buf_t ob = {.buf = out, .cap = cap + 1}, eb = {.buf = err, .cap = sizeof err};
-    char *argv[] = {"sh", "-c", (char *)cfg->script, NULL};
-    hvd_capture_config_t cc = {.file = "/bin/sh",
-                               .argv = argv,
-                               .envp = environ,
-                               .timeout_ms = timeout_ms,
-                               .out = &ob,
-                               .err = &eb};
     int status = 0, timed_out = 0;
-    hvd_status_t st = hvd__capture_run(&cc, &status, &timed_out);
+    hvd_status_t st = hvd__capture_shell(cfg->script, timeout_ms, &ob, &eb, &status, &timed_out);
     char why[512];
     hvd__capture_last_line(err, eb.len, why, sizeof why);
     if (st != HVD_OK) {

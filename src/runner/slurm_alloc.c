@@ -9,8 +9,6 @@
 #include <string.h>
 #include <sys/wait.h>
 
-extern char **environ;
-
 hvd_status_t hvd__slurm_alloc_hosts(hvd_slurm_lookup_fn lookup, void *arg, hvd_host_list_t *hosts_p,
                                     int *found_p) {
     *found_p = 0;
@@ -68,6 +66,11 @@ out:
     return st;
 }
 
+const char *hvd__slurm_getenv(const char *name, void *arg) {
+    (void)arg;
+    return getenv(name);
+}
+
 static int list_holds(const char *list, const char *host, hvd_status_t *st_p) {
     char **names = NULL;
     size_t n = 0;
@@ -123,18 +126,10 @@ hvd_status_t hvd__slurm_job_of_host(hvd_slurm_lookup_fn lookup, void *arg, const
     char out_text[1 << 16] = "", err_text[1024] = "";
     hvd_capture_buf_t out = {.buf = out_text, .cap = sizeof out_text},
                       err = {.buf = err_text, .cap = sizeof err_text};
-    char *argv[] = {"sh", "-c",
-                    "exec squeue --me --noheader --states=RUNNING --sort=i "
-                    "--format='%i %N %j'",
-                    NULL};
-    hvd_capture_config_t cc = {.file = "/bin/sh",
-                               .argv = argv,
-                               .envp = environ,
-                               .timeout_ms = HVD_SLURM_SQUEUE_TIMEOUT_MS,
-                               .out = &out,
-                               .err = &err};
     int status = 0, timed_out = 0;
-    st = hvd__capture_run(&cc, &status, &timed_out);
+    st = hvd__capture_shell("exec squeue --me --noheader --states=RUNNING --sort=i "
+                            "--format='%i %N %j'",
+                            HVD_SLURM_SQUEUE_TIMEOUT_MS, &out, &err, &status, &timed_out);
     if (st == HVD_OK && (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
         char why[512];
         hvd__capture_last_line(err.buf, err.len, why, sizeof why);
