@@ -46,11 +46,6 @@ static int usage_error(void) {
     return EXIT_USAGE;
 }
 
-static const char *getenv_lookup(const char *name, void *arg) {
-    (void)arg;
-    return getenv(name);
-}
-
 /* -H, --hostfile, else the Slurm allocation horovodrun runs in (*from_slurm_p = 1: remote
  * ranks then start through srun), else this host with -np slots. */
 static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts, int *from_slurm_p) {
@@ -59,7 +54,7 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts, 
         return hvd__hosts_parse(s->hosts, hosts);
     if (s->hostfile)
         return hvd__hosts_parse_file(s->hostfile, hosts);
-    hvd_status_t st = hvd__slurm_alloc_hosts(getenv_lookup, NULL, hosts, from_slurm_p);
+    hvd_status_t st = hvd__slurm_alloc_hosts(hvd__slurm_getenv, NULL, hosts, from_slurm_p);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         return st;
@@ -76,8 +71,8 @@ static hvd_status_t load_hosts(const hvd_settings_t *s, hvd_host_list_t *hosts, 
     return hvd__hosts_parse(local, hosts);
 }
 
-/* An elastic job's hosts at start: the discovery script's first answer, else -H/--hostfile. */
-/* An elastic job's first hosts. *via_srun_p: its remote ranks start through srun, as for a
+/* An elastic job's hosts at start: the discovery script's first answer, else -H/--hostfile
+ * (or the allocation's). *via_srun_p: its remote ranks start through srun, as for a
  * static job, when its hosts are the allocation's, and also when a discovery script names them
  * from inside an allocation: they are then nodes of this user's Slurm jobs (the allocation
  * it runs in or another: scripts/horovodrun-slurm-hosts), which srun reaches with no ssh. */

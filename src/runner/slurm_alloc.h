@@ -14,6 +14,8 @@
 #include "runner/hosts.h"
 
 typedef const char *(*hvd_slurm_lookup_fn)(const char *name, void *arg);
+/* The lookup of this process's environment (getenv; arg unused). */
+const char *hvd__slurm_getenv(const char *name, void *arg);
 
 /* *found_p = 0 (and nothing else) outside an allocation (no SLURM_JOB_ID or
  * SLURM_JOB_NODELIST); else 1 and *hosts_p the allocation's hosts. HVD_ERR_INVALID_ARG names

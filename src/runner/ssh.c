@@ -111,11 +111,6 @@ hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const c
     return HVD_OK;
 }
 
-static const char *env_lookup(const char *name, void *arg) {
-    (void)arg;
-    return getenv(name);
-}
-
 /* srun of program on host, one task in a step of its own: --overlap shares the CPUs the
  * job's other steps hold (the ranks' own, the NIC discovery's) and --whole gives the step all
  * of the job's CPUs on the node (its ranks run under it; one task would get one CPU where
@@ -126,7 +121,7 @@ static const char *env_lookup(const char *name, void *arg) {
 static hvd_status_t srun_argv(const char *host, const char *program, const char *option,
                               char ***argv_p) {
     char job[64];
-    hvd_status_t st = hvd__slurm_job_of_host(env_lookup, NULL, host, job, sizeof job);
+    hvd_status_t st = hvd__slurm_job_of_host(hvd__slurm_getenv, NULL, host, job, sizeof job);
     if (st != HVD_OK)
         return st;
     const char *fixed[] = {"srun",          "--nodes=1",  "--ntasks=1",      "--overlap", "--whole",
