@@ -31,6 +31,12 @@ static struct {
     int stop;    /* atomic */
     hvd_store_client_t *store;
     char slot[HVD_ELASTIC_NAME_MAX];
+    /* A heartbeat is sent every BEAT_MS but may take up to beat_wait_ms to get through: with
+     * hundreds of workers on a few cores horovodrun's store answers in seconds, and a put
+     * given up after one second, then sent again on a new connection, only added to its load
+     * until no heartbeat of some worker got through for the driver's whole deadline (np 512
+     * on 2 cores: 2 runs of 10 failed that way). */
+    int beat_wait_ms;
     int round;
     hvd_engine_t *engine;
     int engine_round;
@@ -43,16 +49,9 @@ static int stopping(void) {
     return __atomic_load_n(&ag.stop, __ATOMIC_ACQUIRE);
 }
 
-/* A heartbeat is sent every BEAT_MS but may take up to beat_wait_ms to get through: with
- * hundreds of workers on a few cores horovodrun's store answers in seconds, and a put given
- * up after one second, then sent again on a new connection, only added to its load until no
- * heartbeat of some worker got through for the driver's whole deadline (np 512 on 2 cores:
- * 2 runs of 10 failed that way). */
-static int beat_wait_ms = BEAT_MS;
-
 static void beat(const char *pid) {
     hvd_status_t st = hvd__store_put(ag.store, HVD_ELASTIC_ALIVE_SCOPE, ag.slot, pid, strlen(pid),
-                                     hvd__clock_deadline_ms(beat_wait_ms));
+                                     hvd__clock_deadline_ms(ag.beat_wait_ms));
     if (st != HVD_OK && !stopping())
         HVD_LOG_D("elastic agent: heartbeat of %s failed (retrying): %s", ag.slot,
                   hvd_last_error());
@@ -184,7 +183,7 @@ hvd_status_t hvd__elastic_agent_start(const char *addr, int port, const hvd_secr
         atexit_registered = 1;
     }
     snprintf(ag.slot, sizeof ag.slot, "%s", slot);
-    beat_wait_ms = silence_s / 3 * 1000 > BEAT_MS ? silence_s / 3 * 1000 : BEAT_MS;
+    ag.beat_wait_ms = silence_s / 3 * 1000 > BEAT_MS ? silence_s / 3 * 1000 : BEAT_MS;
     ag.round = round;
     ag.stop = 0;
     ag.pid = getpid();
