@@ -105,6 +105,16 @@ static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void
     return HVD_OK;
 }
 
+/* The ring's segments of count elements over p ranks, the first count % p one longer, in
+ * g->lens and g->offs (elements). */
+static void split_segments(hvd_group_t *g, size_t count) {
+    int p = g->size;
+    for (int r = 0; r < p; r++) {
+        g->lens[r] = count / (size_t)p + ((size_t)r < count % (size_t)p);
+        g->offs[r] = r == 0 ? 0 : g->offs[r - 1] + g->lens[r - 1];
+    }
+}
+
 /* HVD_REPRODUCIBLE between hosts: each rank receives every rank's piece of its own segment
  * (the alltoall's direct exchange), folds them in rank order as the arena and the small path
  * do, finishes its segment, and the finished segments go round the ring allgather. The same
@@ -117,21 +127,19 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
     int p = g->size, me = g->rank;
     hvd_dtype_t w = work_dtype(dtype);
     size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype);
+    split_segments(g, count);
+    size_t mine = g->lens[me], mine_off = g->offs[me];
+    /* the exchange's byte layouts: segment r of the input to rank r; every rank's piece of
+     * this rank's segment, in rank order */
     size_t *b = malloc(4 * (size_t)p * sizeof *b);
     if (!b)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
     size_t *soff = b, *sbytes = b + p, *roff = b + 2 * p, *rbytes = b + 3 * p;
-    size_t off = 0;
     for (int r = 0; r < p; r++) {
-        size_t n = count / (size_t)p + ((size_t)r < count % (size_t)p);
-        soff[r] = off * wsize;
-        sbytes[r] = n * wsize;
-        off += n;
-    }
-    size_t mine = sbytes[me] / wsize, mine_off = soff[me] / wsize;
-    for (int r = 0; r < p; r++) {
-        roff[r] = (size_t)r * sbytes[me];
-        rbytes[r] = sbytes[me];
+        soff[r] = g->offs[r] * wsize;
+        sbytes[r] = g->lens[r] * wsize;
+        roff[r] = (size_t)r * mine * wsize;
+        rbytes[r] = mine * wsize;
     }
     /* The input in the working dtype (converted and prescaled into scratch or recv, else send
      * itself), and every rank's piece of this rank's segment. */
@@ -143,7 +151,7 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
             to_work(work, send, count, dtype, prescale);
         src = work;
     }
-    uint8_t *pieces = hvd__group_scratch(g, 1, (size_t)p * sbytes[me]);
+    uint8_t *pieces = hvd__group_scratch(g, 1, (size_t)p * mine * wsize);
     if (!src || !pieces)
         st = HVD_ERR_NO_MEMORY;
     if (st == HVD_OK)
@@ -155,12 +163,12 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
         if (mine)
             memcpy(acc, pieces, mine * wsize);
         for (int r = 1; r < p; r++)
-            hvd__reduce(acc, pieces + (size_t)r * sbytes[me], mine, w, op);
+            hvd__reduce(acc, pieces + (size_t)r * mine * wsize, mine, w, op);
         from_work((uint8_t *)recv + mine_off * osize, acc, mine, dtype, op, p, postscale);
         /* then every finished segment to every rank, in the output dtype, as bytes */
         for (int r = 0; r < p; r++) {
-            g->lens[r] = sbytes[r] / wsize * osize;
-            g->offs[r] = soff[r] / wsize * osize;
+            g->lens[r] *= osize;
+            g->offs[r] *= osize;
         }
         hvd_ring_t ring = {
             .g = g, .seg_off = g->offs, .seg_len = g->lens, .own = me, .out = recv, .osize = 1};
@@ -259,10 +267,7 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return st;
     if (g->ordered)
         return ordered(g, send, recv, count, dtype, op, prescale, postscale, what);
-    for (int r = 0; r < p; r++) {
-        g->lens[r] = count / (size_t)p + ((size_t)r < count % (size_t)p);
-        g->offs[r] = r == 0 ? 0 : g->offs[r - 1] + g->lens[r - 1];
-    }
+    split_segments(g, count);
     finish_t fin = {.out = recv, .dtype = dtype, .op = op, .postscale = postscale};
     hvd_ring_t ring = {.g = g,
                        .seg_off = g->offs,
