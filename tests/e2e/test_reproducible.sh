@@ -21,33 +21,24 @@ for np in 4 5; do
 done
 
 # ---- (b) -------------------------------------------------------------------------------------
-# digest WHAT ENV... -- HOROVODRUN ARGS: the digest rank 0 printed
+# [VAR=value...] digest WHAT HOROVODRUN-ARGS...: the digest rank 0 printed (the variables, set
+# for the call, reach the job)
 digest() {
   local what=$1 d
   shift
-  local envs=()
-  while [[ $1 != -- ]]; do
-    envs+=("$1")
-    shift
-  done
-  shift
-  set +e
-  env "${envs[@]}" timeout -k 5 120 "$HVDRUN" "$@" "$CHECK" --mode digest >"$TMP/out" 2>"$TMP/err"
-  RC=$?
-  set -e
+  run_hvd "$@" "$CHECK" --mode digest
   expect_eq "$what: exit ($(tail -n 5 "$TMP/err"))" 0 "$RC"
-  d=$(grep -o 'digest [0-9a-f]* (the same on every rank)' "$TMP/out") ||
-    fail "$what: no digest: $(cat "$TMP/out")"
+  d=$(grep -o 'digest [0-9a-f]* (the same on every rank)' <<<"$OUT") || fail "$what: no digest: $OUT"
   echo "${d#digest }" | cut -d' ' -f1
 }
-arena3=$(digest "np 3 in the arena" HVD_SHM=1 -- -np 3)
-tcp3=$(digest "np 3 over TCP in rank order" HVD_SHM=0 HVD_REPRODUCIBLE=1 -- -np 3)
+arena3=$(HVD_SHM=1 digest "np 3 in the arena" -np 3)
+tcp3=$(HVD_SHM=0 HVD_REPRODUCIBLE=1 digest "np 3 over TCP in rank order" -np 3)
 expect_eq "np 3: digest over TCP in rank order against the arena's" "$arena3" "$tcp3"
-ring3=$(digest "np 3 over TCP (the ring)" HVD_SHM=0 -- -np 3)
+ring3=$(HVD_SHM=0 digest "np 3 over TCP (the ring)" -np 3)
 [[ $ring3 != "$arena3" ]] || fail "the ring's digest equals the arena's ($ring3): the digest cannot tell orders apart"
-arena6=$(digest "np 6 in the arena" HVD_SHM=1 -- -np 6)
-hier6=$(digest "3 pseudo-hosts x 2 in rank order" HOROVOD_HIERARCHICAL_ALLREDUCE=1 HVD_REPRODUCIBLE=1 \
-  -- -np 6 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2)
+arena6=$(HVD_SHM=1 digest "np 6 in the arena" -np 6)
+hier6=$(HOROVOD_HIERARCHICAL_ALLREDUCE=1 HVD_REPRODUCIBLE=1 digest "3 pseudo-hosts x 2 in rank order" \
+  -np 6 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2)
 expect_eq "np 6: digest on 3 hosts in rank order against one host's" "$arena6" "$hier6"
 echo "ok   digests: np 3 $arena3 (arena = TCP in rank order; the ring's $ring3), np 6 $arena6 (one host = 3 hosts)"
 

@@ -1709,9 +1709,7 @@ static int mode_digest(void) {
             if (s != HVD_OK)
                 die("digest allreduce %zu of %zu elements: %s: %s", c, n, hvd_status_str(s),
                     hvd_last_error());
-            hash_bytes(out, n * (calls[c].dt == HVD_FLOAT64   ? 8
-                                 : calls[c].dt == HVD_FLOAT32 ? 4
-                                                              : 2));
+            hash_bytes(out, n * (size_t)dt_by(calls[c].dt)->size);
         }
     }
     uint64_t digest = g_hash;

@@ -108,6 +108,16 @@ fail() {
 }
 ok() { echo "ok   $*"; }
 
+# commits_only_grow FILE: the elastic worker's commit counter in FILE (rank 0's "commit N"
+# lines) only ever grew, through every reset.
+commits_only_grow() {
+  local c prev=-1
+  for c in $(grep -ao 'commit [0-9]*' "$1" | awk '{print $2}'); do
+    ((c > prev)) || fail "commit counter went from $prev to $c"
+    prev=$c
+  done
+}
+
 # wait_until DEADLINE_S CMD...: poll CMD every 50 ms until it succeeds or the deadline passes.
 wait_until() {
   local deadline=$((SECONDS + $1))
