@@ -12,6 +12,11 @@ HELLO="$HVD_BUILD_DIR/examples/hello"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hvd-e2e.XXXXXX")
 trap '[[ -n "${KEEP_TMP:-}" ]] || rm -rf "$TMP"' EXIT
 
+# sanitized: the build under test is the ASan+UBSan one (its horovodrun carries the runtime)
+sanitized() {
+  grep -q '__asan_init' "$HVDRUN"
+}
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1

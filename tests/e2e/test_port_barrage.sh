@@ -71,7 +71,7 @@ sleep 1
 # got from the system, so resident memory says nothing about leaks there (LeakSanitizer does,
 # at exit); the plain build checks it.
 sanitized=0
-grep -q '__asan_init' "$HVDRUN" && sanitized=1
+if sanitized; then sanitized=1; fi
 # (the store gives freed connection memory back once a second passed without a connection
 # closing: the last idle ones close at its 3 s request timeout)
 grown() { (($(rss "$1") - before[$1] >= 1024)); }
