@@ -434,13 +434,15 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
     /* more ranks on this machine than cores, whatever host names they run under */
     int oversubscribed = p->local_size > online_cpus() || on_machine > online_cpus();
-    /* Automatic: poll for a millisecond when every local rank has a core; with more ranks
-     * than cores, poll ten times longer but yield the core on every idle turn, so a peer
-     * sharing it runs at once instead of after a sleep and a wake-up (~30 us each here):
-     * measured at np=4 on 2 cores, 58 us per 8-byte allreduce against 200 us when sleeping
-     * at once. */
+    /* Automatic: poll for a millisecond, then sleep in the kernel. With more ranks than
+     * cores every idle turn yields the core, so a peer sharing it runs at once instead of
+     * after a sleep and a wake-up (~30 us each here; np=4 on 2 cores: 8-byte allreduces took
+     * 38-58 us when sleeping at once, 7-17 us polling one or ten milliseconds alike). Ten
+     * milliseconds did not poll faster but cost every other process on the machine: the
+     * eight conformance tests side by side took 47 s against 35 (yielding pollers that
+     * stay runnable starve those with work to do). */
     if (busy < 0 && config.busy_poll_us == 0)
-        busy = oversubscribed ? 10000 : 1000;
+        busy = 1000;
     hvd_tcp_config_t tc = {
         .rank = p->rank,
         .size = p->size,

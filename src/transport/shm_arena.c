@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "transport/transport.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -261,7 +262,7 @@ hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
             now = hvd__clock_now_us();
         int quiet = a->quiet && __atomic_load_n(a->quiet, __ATOMIC_RELAXED);
         if (!quiet && now - start < a->spin_us) {
-            if (a->yield)
+            if (a->yield || now - start >= HVD_SPIN_ALONE_US)
                 sched_yield();
             else
                 cpu_relax();

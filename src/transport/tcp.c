@@ -1123,7 +1123,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
             goto fail;
         }
         if (idle < t->busy_poll_us && !__atomic_load_n(&t->base.quiet, __ATOMIC_RELAXED)) {
-            if (t->yield_when_idle)
+            if (t->yield_when_idle || idle >= HVD_SPIN_ALONE_US)
                 sched_yield();
             continue;
         }

@@ -29,6 +29,13 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+/* A waiter busy-polls on its core for this long, then yields the core on every further idle
+ * turn until its busy-poll budget ends. A peer that answers within tens of microseconds is
+ * running; one that takes longer is more often waiting for a core (other jobs, data loader
+ * workers, other tests), and a waiter that kept spinning would keep that core from it. A
+ * yield with nothing else to run returns at once, so an idle machine's latency is unchanged. */
+#define HVD_SPIN_ALONE_US 50
+
 #define HVD_XFER_MAX_IOV 2
 
 typedef struct hvd_xfer hvd_xfer_t;
