@@ -33,11 +33,15 @@ soak_job() {
   (($(find "$1" -name 'pid.*' | wc -l) == nodes * 2)) || fail "the soak job did not start: $(tail -10 "$1/out")"
   sleep 1 # into the collectives
 }
-ranks_alive() { # the ranks of DIR still running
-  local f p n=0
+ranks_alive() { # the ranks of DIR still running (a zombie, or one reaped as we look, is not)
+  local f p st n=0
   for f in "$1"/pid.*; do
     p=$(cat "$f")
-    [[ -e /proc/$p && "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -c1)" != Z ]] && n=$((n + 1))
+    # one read of stat: testing /proc/$p first and reading it after counted a zombie reaped
+    # in between as running, which once failed the crash step with "0 ranks still running"
+    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+    st=${st%% *}
+    [[ -n "$st" && "$st" != Z && "$st" != X ]] && n=$((n + 1))
   done
   echo "$n"
 }
@@ -45,11 +49,13 @@ ranks_alive() { # the ranks of DIR still running
 gone_within() {
   local i t0=$SECONDS
   for ((i = 0; i < $1 * 10; i++)); do
-    (($(ranks_alive "$2") == 0)) && break
+    if (($(ranks_alive "$2") == 0)); then
+      took=$((SECONDS - t0))
+      return 0
+    fi
     sleep 0.1
   done
-  took=$((SECONDS - t0))
-  (($(ranks_alive "$2") == 0))
+  return 1
 }
 
 # 1. scancel: every rank on every node gone within 10 s, srun ends
