@@ -11,6 +11,7 @@ trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' E
 
 netns_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 netbed=$netns_here/netbed.sh
+source "$netns_here/alive.sh"
 
 netns_skip() {
   echo "SKIP: $netns_name: $*"

@@ -34,6 +34,8 @@ NETBED_SSHD_DEADLINE_S=${HVD_NETBED_SSHD_DEADLINE_S:-60}
 
 netbed() { bash "$NETBED_SELF" "$@"; }
 
+source "$(dirname "$NETBED_SELF")/alive.sh"
+
 _nb_log() { echo "netbed[$NETBED_PREFIX]: $*" >&2; }
 _nb_die() {
   _nb_log "error: $*"
@@ -291,16 +293,6 @@ EOF
 }
 
 # -------------------------------------------------------------------------------------- down
-_nb_alive() { # any of these pids still alive? (a zombie waiting for its reaper is not)
-  local p st
-  for p in "$@"; do
-    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st%% *}
-    [[ -n "$st" && "$st" != Z && "$st" != X ]] && return 0
-  done
-  return 1
-}
-
 _nb_bed_pids() { # every process in the bed's namespaces, and any sshd using its configs
   local ns p
   {
@@ -323,7 +315,7 @@ cmd_down() {
     kill -s "$sig" $pids 2>/dev/null || true
     deadline=$((SECONDS + 5))
     # shellcheck disable=SC2086
-    while _nb_alive $pids && ((SECONDS < deadline)); do sleep 0.05; done
+    while pid_alive $pids && ((SECONDS < deadline)); do sleep 0.05; done
   done
   pids=$(_nb_bed_pids)
   [[ -z "$pids" ]] || _nb_log "warning: processes survived SIGKILL: $(echo "$pids" | tr '\n' ' ')"

@@ -20,6 +20,7 @@ set -euo pipefail
 
 SC_SELF=$(readlink -f "${BASH_SOURCE[0]}")
 SC_NETBED=$(dirname "$SC_SELF")/../netns/netbed.sh
+source "$(dirname "$SC_SELF")/../netns/alive.sh"
 export HVD_NETBED_PREFIX=${HVD_NETBED_PREFIX:-hvdslurm}
 export HVD_NETBED_DIR=${HVD_NETBED_DIR:-/tmp/hvd-netbed-${HVD_NETBED_PREFIX}}
 SC_PREFIX=$HVD_NETBED_PREFIX
@@ -48,21 +49,11 @@ _sc_in_ns() {
   SLURM_CONF=$SC_CONF ip netns exec "${SC_PREFIX}h$i" "$@"
 }
 
-_sc_alive() { # any of these pids alive (a zombie is not)?
-  local p st
-  for p in "$@"; do
-    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st%% *}
-    [[ -n "$st" && "$st" != Z && "$st" != X ]] && return 0
-  done
-  return 1
-}
-
 _sc_pidfile_alive() { # pid from a pid file, if that process is alive
   local p
   [[ -r "$1" ]] || return 1
   p=$(tr -dc '0-9' <"$1")
-  [[ -n "$p" ]] && _sc_alive "$p" && echo "$p"
+  [[ -n "$p" ]] && pid_alive "$p" && echo "$p"
 }
 
 _sc_tail() { tail -n "${2:-3}" "$1" 2>/dev/null | tr '\n' ' ' || true; }
@@ -260,9 +251,9 @@ cmd_down() {
     kill -s KILL $pids 2>/dev/null || true
     deadline=$((SECONDS + 5))
     # shellcheck disable=SC2086
-    while _sc_alive $pids && ((SECONDS < deadline)); do sleep 0.05; done
+    while pid_alive $pids && ((SECONDS < deadline)); do sleep 0.05; done
     # shellcheck disable=SC2086
-    if _sc_alive $pids; then _sc_log "warning: survived SIGKILL: $(tr '\n' ' ' <<<"$pids")"; fi
+    if pid_alive $pids; then _sc_log "warning: survived SIGKILL: $(tr '\n' ' ' <<<"$pids")"; fi
   fi
   _sc_netbed down || rc=1
   # the daemons were reparented to init; give it a moment (bounded) to reap them, so that a

@@ -33,15 +33,10 @@ soak_job() {
   (($(find "$1" -name 'pid.*' | wc -l) == nodes * 2)) || fail "the soak job did not start: $(tail -10 "$1/out")"
   sleep 1 # into the collectives
 }
-ranks_alive() { # the ranks of DIR still running (a zombie, or one reaped as we look, is not)
-  local f p st n=0
+ranks_alive() { # how many ranks of DIR still run
+  local f n=0
   for f in "$1"/pid.*; do
-    p=$(cat "$f")
-    # one read of stat: testing /proc/$p first and reading it after counted a zombie reaped
-    # in between as running, which once failed the crash step with "0 ranks still running"
-    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st%% *}
-    [[ -n "$st" && "$st" != Z && "$st" != X ]] && n=$((n + 1))
+    if pid_alive "$(cat "$f")"; then n=$((n + 1)); fi
   done
   echo "$n"
 }
