@@ -19,10 +19,11 @@
  * slots, between the wait and the next publish, and is rewritten two steps on.
  *
  * Waiting spins for spin_us (yielding the core on every turn after HVD_SPIN_ALONE_US, or on
- * every turn when the host is oversubscribed), then sleeps on a futex that publishers wake; every
- * wait also watches the members' liveness and this process's interrupt through check(), bounds the
- * time without progress by timeout_ms, and reads the abort record: the first rank that fails writes
- * its cause there, so every member fails with that same first cause. */
+ * every turn when the host is oversubscribed), then sleeps on a futex that publishers wake;
+ * every wait also watches the members' liveness and this process's interrupt through
+ * check(), bounds the time without progress by timeout_ms, and reads the abort record: the
+ * first rank that fails writes its cause there, so every member fails with that same first
+ * cause. */
 #ifndef HVD_TRANSPORT_SHM_ARENA_H
 #define HVD_TRANSPORT_SHM_ARENA_H
 
