@@ -7,8 +7,7 @@ endforeach()
 # start many jobs of several ranks each, so on a CPU-bound CI machine a second, plain run
 # costs minutes; their assertions (results, messages, deadlines) are the same in both builds,
 # the sanitized build is the same -O2 code with ASan's and UBSan's checks added, and its ranks
-# run slower, which only tightens their deadlines. Each still runs in the plain build under
-
+# run slower, which only tightens their deadlines. (A plain build's own ctest runs them.)
 set_tests_properties(e2e.elastic e2e.shm e2e.reproducible e2e.rendezvous e2e.mpi e2e.perf_tools
                      PROPERTIES LABELS "e2e;sanitize_once")
 # the costliest first (tests/netns/netns.cmake says why)

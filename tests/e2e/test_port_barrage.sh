@@ -70,16 +70,16 @@ sleep 1
 # Under AddressSanitizer freed memory waits in its quarantine and its allocator keeps what it
 # got from the system, so resident memory says nothing about leaks there (LeakSanitizer does,
 # at exit); the plain build checks it.
-sanitized=0
-if sanitized; then sanitized=1; fi
+asan=0 # (looked up once: the check greps the binary)
+if sanitized; then asan=1; fi
 # (the store gives freed connection memory back once a second passed without a connection
 # closing: the last idle ones close at its 3 s request timeout)
 grown() { (($(rss "$1") - before[$1] >= 1024)); }
 for p in $procs; do
-  ((sanitized)) || wait_until 10 eval '! grown '"$p" || true
+  ((asan)) || wait_until 10 eval '! grown '"$p" || true
   now=$(rss "$p")
   echo "pid $p: resident $((before[$p])) KiB before, $now KiB after"
-  ((sanitized || now - before[$p] < 1024)) ||
+  ((asan || now - before[$p] < 1024)) ||
     fail "pid $p grew by $((now - before[$p])) KiB of resident memory"
 done
 
