@@ -43,6 +43,7 @@ void hvd__group_fini(hvd_group_t *g) {
     free(g->offs);
     free(g->vbuf);
     free(g->vpos);
+    free(g->vblocks);
     free(g->arena_idx);
     free(g->hier_grid);
     free(g->cma_pids);
@@ -467,6 +468,73 @@ static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const in
     return HVD_OK;
 }
 
+/* hvd__group_allgather_var on a job of several hosts with their arenas (g->hier_grid): the
+ * blocks cross hosts first, between the ranks of equal local rank (Bruck over the hosts),
+ * then each rank's collection, its bundle, goes to the rest of its host in one arena step.
+ * On 3 hosts x 2 ranks that is two rounds between hosts instead of three, and a third of
+ * the messages, where most of a small call's time went. A bundle is the hosts' blocks in
+ * host order, each as u32 length and bytes, in the rank's slot. */
+static int hier_var_fits(const hvd_group_t *g, size_t max) {
+    const int *idx;
+    hvd_arena_t *a = g->hier_grid ? hvd__group_arena(g->hier_local, &idx) : NULL;
+    return a && max <= (a->data_bytes / (size_t)g->hier_cross->size) - 4;
+}
+
+static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
+                                       const uint8_t **blocks, size_t *lens, const char *what) {
+    hvd_group_t *lg = g->hier_local, *cg = g->hier_cross;
+    int L = lg->size, H = cg->size;
+    const int *idx;
+    hvd_arena_t *a = hvd__group_arena(lg, &idx);
+    if (!cg->vblocks && !(cg->vblocks = malloc((size_t)H * sizeof *cg->vblocks)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    /* the cross group's block lengths go to cg->lens, free between its collectives */
+    char cwhat[160];
+    snprintf(cwhat, sizeof cwhat, "%s, between hosts", what);
+    hvd_status_t st = hvd__group_allgather_var(cg, mine, len, max, cg->vblocks, cg->lens, cwhat);
+    if (st != HVD_OK)
+        return st;
+    uint8_t *out = hvd__arena_data(a, a->self);
+    size_t n = 0;
+    for (int h = 0; h < H; h++) {
+        hvd__le32_put(out + n, (uint32_t)cg->lens[h]);
+        if (cg->lens[h])
+            memcpy(out + n + 4, cg->vblocks[h], cg->lens[h]);
+        n += 4 + cg->lens[h];
+    }
+    hvd__le32_put(hvd__arena_box_out(a), (uint32_t)n);
+    st = hvd__arena_step(a);
+    if (st != HVD_OK)
+        return hvd__group_arena_failed(lg, st, what);
+    size_t used = 0;
+    for (int j = 0; j < L && st == HVD_OK; j++) {
+        const uint8_t *in = hvd__arena_data(a, idx[j]);
+        size_t total = hvd__le32_get(hvd__arena_box_in(a, idx[j])), pos = 0;
+        if (total > a->data_bytes)
+            total = 0; /* reported below as a short bundle */
+        for (int h = 0; h < H && st == HVD_OK; h++) {
+            int r = g->hier_grid[h * L + j];
+            uint32_t bl = total - pos >= 4 ? hvd__le32_get(in + pos) : UINT32_MAX;
+            if (bl > max || total - pos - 4 < bl) {
+                st = hvd__error_set(HVD_ERR_PROTOCOL,
+                                    "%s: malformed control bundle of %zu bytes from rank %d", what,
+                                    total, lg->members[j]);
+                break;
+            }
+            g->vpos[r] = used;
+            lens[r] = bl;
+            st = vbuf_append(g, &used, in + pos + 4, bl);
+            pos += 4 + (size_t)bl;
+        }
+    }
+    hvd__arena_flip(a);
+    if (st != HVD_OK)
+        return st;
+    for (int r = 0; r < g->size; r++)
+        blocks[r] = g->vbuf + g->vpos[r];
+    return HVD_OK;
+}
+
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what) {
     int p = g->size, me = g->rank;
@@ -479,6 +547,8 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
     hvd_arena_t *a = hvd__group_arena(g, &idx);
     if (a && max <= a->data_bytes)
         return arena_allgather_var(g, a, idx, mine, len, max, blocks, lens, what);
+    if (hier_var_fits(g, max))
+        return hier_allgather_var(g, mine, len, max, blocks, lens, what);
     size_t used = 0;
     uint8_t pre[4];
     hvd__le32_put(pre, (uint32_t)len);

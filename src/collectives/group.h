@@ -65,6 +65,7 @@ typedef struct hvd_group {
     size_t *lens, *offs; /* size entries each, for the algorithms' per-rank layouts */
     uint8_t *vbuf;       /* hvd__group_allgather_var's blocks */
     size_t vcap, *vpos;
+    const uint8_t **vblocks; /* a cross group's blocks in the global group's allgather_var */
     /* When the members are exactly the ranks of this host's shared-memory arena: group rank
      * -> arena member index (hvd__group_arena; NULL until looked up, or not such a group). */
     int *arena_idx;
@@ -74,7 +75,8 @@ typedef struct hvd_group {
      * blocks are then copied once, straight from their owner. NULL: through the arena. */
     long *cma_pids;
     /* Set by the core on the global group of a job on several hosts with the same number of
-     * ranks each, every host with its arena (else NULL: everything flat). Allreduces of at
+     * ranks each, every host with its arena (else NULL: everything flat). The variable
+     * allgather (the engine's cycle messages) then always goes hierarchically. Allreduces of at
      * least hier_min_bytes (in the working dtype) go hierarchically (shm_coll.h):
      * reduce-scatter inside each host (hier_local), allreduce across hosts between ranks of
      * equal local rank (hier_cross), allgather inside each host. Allgathers of at least
@@ -141,9 +143,11 @@ hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, co
 
 /* Every rank contributes len bytes of mine (at most max, which every rank passes alike);
  * blocks[r] and lens[r] receive every rank's block (this rank's too). The blocks live in the
- * group's buffer until its next call. One Bruck allgather: ceil(log2 p) rounds, each message
- * bounded by the blocks it may carry. For the core's per-cycle control messages, whose
- * size each rank alone knows. */
+ * group's buffer until its next call. One step of the host's arena when the group is the
+ * host's ranks; on several hosts with their arenas (hier_grid), when every host's blocks fit
+ * a slot, Bruck across hosts between the ranks of equal local rank and then one arena step;
+ * else one Bruck allgather: ceil(log2 p) rounds, each message bounded by the blocks it may
+ * carry. For the core's per-cycle control messages, whose size each rank alone knows. */
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what);
 

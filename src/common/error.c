@@ -34,6 +34,13 @@ hvd_status_t hvd__error_wrap(hvd_status_t status, const char *fmt, ...) {
     return status;
 }
 
+hvd_status_t hvd__error_prefix(hvd_status_t status, const char *what) {
+    size_t n = strlen(what);
+    if (strncmp(last_error, what, n) == 0 && strncmp(last_error + n, ": ", 2) == 0)
+        return status;
+    return hvd__error_wrap(status, "%s", what);
+}
+
 void hvd__error_clear(void) {
     last_error[0] = '\0';
 }

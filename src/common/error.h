@@ -12,6 +12,9 @@ hvd_status_t hvd__error_set(hvd_status_t status, const char *fmt, ...)
 /* Prefix the current message with more context ("while X: <old message>"); returns status. */
 hvd_status_t hvd__error_wrap(hvd_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* "what: <this thread's error>", unless the error starts with "what: " already (the layer
+ * below named the operation itself). Returns status. */
+hvd_status_t hvd__error_prefix(hvd_status_t status, const char *what);
 
 /* Forget this thread's last error. */
 void hvd__error_clear(void);

@@ -14,8 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest payload a blocking call carries inline (allreduce's small path on up to 4 ranks). */
-#define PAYLOAD_MAX HVD_SMALL_ALLREDUCE_BYTES_UPTO4
+/* Largest payload a blocking call carries inline: allreduce's small path on the smallest of
+ * the communicators a blocking call may use, or a small allgather's or broadcast's block
+ * (engine.c, prepare). As tight as that, because the bound decides whether the cycle
+ * messages may go the hierarchical way (group.c): 64 KiB allows three hosts, 16 KiB (more
+ * than four ranks in every communicator) fourteen. */
+static size_t payload_max(const hvd_context_t *c) {
+    int sizes[3] = {c->global.size, c->local.size, c->cross.size};
+    size_t most = HVD_SMALL_BYTES;
+    for (int i = 0; i < 3; i++) {
+        size_t ar = hvd__allreduce_small_limit(sizes[i]);
+        most = ar > most ? ar : most;
+    }
+    return most;
+}
 /* Bound on one rank's request list (every name at most 1 KiB). */
 #define REQUESTS_MAX ((size_t)64 << 20)
 #define RESPONSES_MAX ((size_t)256 << 20)
@@ -585,10 +597,11 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
     st = build_message(e, posted, nwords, &len);
     if (st != HVD_OK)
         return st;
-    size_t max = HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + PAYLOAD_MAX + HVD_CYC_REASON_MAX;
+    size_t pmax = payload_max(e->ctx),
+           max = HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX;
     st = hvd__group_allgather_var(g, e->msg, len, max, e->blocks, e->block_lens, "cycle");
     if (st == HVD_OK)
-        st = decode_all(e, nwords, PAYLOAD_MAX);
+        st = decode_all(e, nwords, pmax);
     if (st != HVD_OK)
         return st;
 

@@ -288,14 +288,15 @@ static size_t hier_min(int setting, size_t auto_kib) {
     return setting > 0 ? 0 : setting < 0 ? auto_kib * 1024 : SIZE_MAX;
 }
 
-/* HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER (1, or auto) on a job of several hosts with the
- * same number (at least two) of ranks each: the global group's allreduce and allgather go
- * hierarchically (shm_coll.h), always or from the auto sizes on, when every host has its
- * arena, which the ranks agree on here (one small allreduce). */
+/* A job of several hosts with the same number (at least two) of ranks each, every host with
+ * its arena, which the ranks agree on here (one small allreduce): the engine's cycle messages
+ * go hierarchically (group.c, hier_allgather_var) whatever the settings, and with
+ * HOROVOD_HIERARCHICAL_ALLREDUCE/_ALLGATHER (1, or auto) the global group's allreduce and
+ * allgather too (shm_coll.h), always or from the auto sizes on. */
 static hvd_status_t plan_hierarchical(hvd_context_t *c, const hvd_rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     int ar = p->hierarchical_allreduce, ag = p->hierarchical_allgather;
-    if ((!ar && !ag) || !c->homogeneous || c->local.size < 2 || c->cross.size < 2)
+    if (!c->homogeneous || c->local.size < 2 || c->cross.size < 2)
         return HVD_OK;
     const int *idx;
     int *grid = hier_grid(c, infos);

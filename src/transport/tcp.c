@@ -1152,7 +1152,7 @@ fail:
         snprintf(copy, sizeof copy, "%s", hvd_last_error());
         tcp_abort(base, st, copy);
     }
-    return hvd__error_wrap(st, "%s", what);
+    return hvd__error_prefix(st, what);
 }
 
 /* ---- the host arena ------------------------------------------------------------------ */

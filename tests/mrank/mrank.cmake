@@ -41,6 +41,12 @@ add_test(NAME mrank.reinit_planned_np4
                  --iters 20)
 set_tests_properties(mrank.collectives_planned_np5 mrank.reinit_planned_np4 PROPERTIES
                      TIMEOUT 300 LABELS mrank ENVIRONMENT HVD_CHECK_IN_ALL_MAX=0)
+# Three pseudo-hosts of two ranks with the default settings: the engine's cycle messages (and
+# with them every small blocking call's data) cross hosts first, then each host's arena.
+add_test(NAME mrank.collectives_3hosts_np6
+         COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60 -np 6
+                 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2 $<TARGET_FILE:collectives_check> --quick)
+set_tests_properties(mrank.collectives_3hosts_np6 PROPERTIES TIMEOUT 300 LABELS mrank)
 hvd_mrank_test(reinit_np2 2 --mode reinit --iters 100)
 hvd_mrank_test(reinit_np4 4 --mode reinit --iters 30)
 
