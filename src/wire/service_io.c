@@ -572,13 +572,16 @@ void hvd__svc_server_stop(hvd_svc_server_t *s) {
     (void)w;
     pthread_join(s->acceptor, NULL);
     close(s->listen_fd);
-    /* No new connection threads from here on. Wake the running ones: a shut-down socket
-     * makes their pending read return at once. */
+    /* No new connection threads from here on. Wake the running ones: a socket shut down for
+     * reading makes their pending read return at once, while a response already being made
+     * is still sent (the driver service stops as soon as it has told the last task DONE: with
+     * both directions shut, that answer could be lost, and its task retried a listener that
+     * was gone until its deadline, failing its host's ranks). */
     pthread_mutex_lock(&s->lock);
     for (unsigned i = 0; i < s->max_connections; i++) {
         conn_slot_t *slot = &s->slots[i];
         if (slot->state == SLOT_RUNNING && slot->fd >= 0)
-            shutdown(slot->fd, SHUT_RDWR);
+            shutdown(slot->fd, SHUT_RD);
         slot->join = slot->state != SLOT_FREE;
     }
     pthread_mutex_unlock(&s->lock);
