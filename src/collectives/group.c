@@ -291,7 +291,7 @@ hvd_status_t hvd__group_arena_failed(hvd_group_t *g, hvd_status_t st, const char
     char copy[1024];
     snprintf(copy, sizeof copy, "%s", hvd_last_error());
     g->tp->ops->abort(g->tp, st, copy);
-    return hvd__error_wrap(st, "%s", what);
+    return hvd__error_prefix(st, what);
 }
 
 /* The signatures' step in the arena (seq assigned by the caller). */
@@ -470,14 +470,33 @@ static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const in
 
 /* hvd__group_allgather_var on a job of several hosts with their arenas (g->hier_grid): the
  * blocks cross hosts first, between the ranks of equal local rank (Bruck over the hosts),
- * then each rank's collection, its bundle, goes to the rest of its host in one arena step.
+ * then each rank's collection, its bundle, goes to the rest of its host through the arena.
  * On 3 hosts x 2 ranks that is two rounds between hosts instead of three, and a third of
  * the messages, where most of a small call's time went. A bundle is the hosts' blocks in
- * host order, each as u32 length and bytes, in the rank's slot. */
-static int hier_var_fits(const hvd_group_t *g, size_t max) {
-    const int *idx;
-    hvd_arena_t *a = g->hier_grid ? hvd__group_arena(g->hier_local, &idx) : NULL;
-    return a && max <= (a->data_bytes / (size_t)g->hier_cross->size) - 4;
+ * host order, each as u32 length and bytes; its length travels in the rank's mailbox and
+ * the bundle in its slot, in as many steps as the longest bundle of the host needs (every
+ * rank reads the lengths after the first step, so all take the same number). */
+
+/* Append the H blocks of local rank j's bundle (total bytes at in) to g->vbuf. */
+static hvd_status_t unbundle(hvd_group_t *g, int j, const uint8_t *in, size_t total, size_t max,
+                             size_t *used, size_t *lens, const char *what) {
+    int L = g->hier_local->size, H = g->hier_cross->size;
+    size_t pos = 0;
+    for (int h = 0; h < H; h++) {
+        int r = g->hier_grid[h * L + j];
+        uint32_t bl = total - pos >= 4 ? hvd__le32_get(in + pos) : UINT32_MAX;
+        if (bl > max || total - pos - 4 < bl)
+            return hvd__error_set(HVD_ERR_PROTOCOL,
+                                  "%s: malformed control bundle of %zu bytes from rank %d", what,
+                                  total, g->hier_local->members[j]);
+        g->vpos[r] = *used;
+        lens[r] = bl;
+        hvd_status_t st = vbuf_append(g, used, in + pos + 4, bl);
+        if (st != HVD_OK)
+            return st;
+        pos += 4 + (size_t)bl;
+    }
+    return HVD_OK;
 }
 
 static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
@@ -494,45 +513,88 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
     hvd_status_t st = hvd__group_allgather_var(cg, mine, len, max, cg->vblocks, cg->lens, cwhat);
     if (st != HVD_OK)
         return st;
-    uint8_t *out = hvd__arena_data(a, a->self);
-    size_t n = 0;
-    for (int h = 0; h < H; h++) {
-        hvd__le32_put(out + n, (uint32_t)cg->lens[h]);
-        if (cg->lens[h])
-            memcpy(out + n + 4, cg->vblocks[h], cg->lens[h]);
+    size_t S = a->data_bytes, n = 0, bound = (size_t)H * (max + 4);
+    for (int h = 0; h < H; h++)
         n += 4 + cg->lens[h];
+    /* the bundle, built in the first step's slot when it fits (the usual case), else on the
+     * heap */
+    uint8_t *slot = hvd__arena_data(a, a->self), *bundle = n <= S ? slot : malloc(n);
+    if (!bundle)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (size_t h = 0, at = 0; h < (size_t)H; h++) {
+        hvd__le32_put(bundle + at, (uint32_t)cg->lens[h]);
+        if (cg->lens[h])
+            memcpy(bundle + at + 4, cg->vblocks[h], cg->lens[h]);
+        at += 4 + cg->lens[h];
     }
+    if (bundle != slot)
+        memcpy(slot, bundle, S);
     hvd__le32_put(hvd__arena_box_out(a), (uint32_t)n);
     st = hvd__arena_step(a);
+    size_t most = 0, used = 0, sum = 0, *tot = NULL;
+    uint8_t *staged = NULL;
     if (st != HVD_OK)
-        return hvd__group_arena_failed(lg, st, what);
-    size_t used = 0;
-    for (int j = 0; j < L && st == HVD_OK; j++) {
-        const uint8_t *in = hvd__arena_data(a, idx[j]);
-        size_t total = hvd__le32_get(hvd__arena_box_in(a, idx[j])), pos = 0;
-        if (total > a->data_bytes)
-            total = 0; /* reported below as a short bundle */
-        for (int h = 0; h < H && st == HVD_OK; h++) {
-            int r = g->hier_grid[h * L + j];
-            uint32_t bl = total - pos >= 4 ? hvd__le32_get(in + pos) : UINT32_MAX;
-            if (bl > max || total - pos - 4 < bl) {
-                st = hvd__error_set(HVD_ERR_PROTOCOL,
-                                    "%s: malformed control bundle of %zu bytes from rank %d", what,
-                                    total, lg->members[j]);
-                break;
-            }
-            g->vpos[r] = used;
-            lens[r] = bl;
-            st = vbuf_append(g, &used, in + pos + 4, bl);
-            pos += 4 + (size_t)bl;
-        }
+        goto arena_failed;
+    /* Past the first step a local failure must end the host's other ranks' wait too, so every
+     * error below aborts through the arena. */
+    tot = malloc((size_t)L * sizeof *tot);
+    if (!tot) {
+        st = hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+        goto arena_failed;
     }
-    hvd__arena_flip(a);
+    for (int j = 0; j < L; j++) {
+        tot[j] = hvd__le32_get(hvd__arena_box_in(a, idx[j]));
+        if (tot[j] > bound) {
+            st = hvd__error_set(HVD_ERR_PROTOCOL, "%s: rank %d announced a %zu-byte control bundle",
+                                what, lg->members[j], tot[j]);
+            goto arena_failed;
+        }
+        most = tot[j] > most ? tot[j] : most;
+        sum += tot[j];
+    }
+    if (most <= S) {
+        for (int j = 0; j < L && st == HVD_OK; j++)
+            st = unbundle(g, j, hvd__arena_data(a, idx[j]), tot[j], max, &used, lens, what);
+    } else {
+        /* A bundle longer than a slot: every rank's bundle is staged, a slot at a time. */
+        if (!(staged = malloc(sum))) {
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+            goto arena_failed;
+        }
+        for (size_t at = 0;; at += S) {
+            for (size_t j = 0, off = 0; j < (size_t)L; off += tot[j], j++)
+                if (tot[j] > at)
+                    memcpy(staged + off + at, hvd__arena_data(a, idx[j]),
+                           tot[j] - at < S ? tot[j] - at : S);
+            if (at + S >= most)
+                break;
+            hvd__arena_flip(a);
+            if (n > at + S)
+                memcpy(hvd__arena_data(a, a->self), bundle + at + S,
+                       n - at - S < S ? n - at - S : S);
+            if ((st = hvd__arena_step(a)) != HVD_OK)
+                goto arena_failed;
+        }
+        for (size_t j = 0, off = 0; j < (size_t)L && st == HVD_OK; off += tot[j], j++)
+            st = unbundle(g, (int)j, staged + off, tot[j], max, &used, lens, what);
+    }
     if (st != HVD_OK)
-        return st;
+        goto arena_failed;
+    hvd__arena_flip(a);
+    free(staged);
+    free(tot);
+    if (bundle != slot)
+        free(bundle);
     for (int r = 0; r < g->size; r++)
         blocks[r] = g->vbuf + g->vpos[r];
     return HVD_OK;
+
+arena_failed:
+    free(staged);
+    free(tot);
+    if (bundle != slot)
+        free(bundle);
+    return hvd__group_arena_failed(lg, st, what);
 }
 
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
@@ -547,7 +609,7 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
     hvd_arena_t *a = hvd__group_arena(g, &idx);
     if (a && max <= a->data_bytes)
         return arena_allgather_var(g, a, idx, mine, len, max, blocks, lens, what);
-    if (hier_var_fits(g, max))
+    if (g->hier_grid && g->hier_cross->size * (max + 4) <= UINT32_MAX)
         return hier_allgather_var(g, mine, len, max, blocks, lens, what);
     size_t used = 0;
     uint8_t pre[4];

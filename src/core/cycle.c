@@ -16,9 +16,8 @@
 
 /* Largest payload a blocking call carries inline: allreduce's small path on the smallest of
  * the communicators a blocking call may use, or a small allgather's or broadcast's block
- * (engine.c, prepare). As tight as that, because the bound decides whether the cycle
- * messages may go the hierarchical way (group.c): 64 KiB allows three hosts, 16 KiB (more
- * than four ranks in every communicator) fourteen. */
+ * (engine.c, prepare). As tight as that: every rank of a host may take another arena step
+ * per slot of the bound (group.c, hier_allgather_var) and checks what it reads against it. */
 static size_t payload_max(const hvd_context_t *c) {
     int sizes[3] = {c->global.size, c->local.size, c->cross.size};
     size_t most = HVD_SMALL_BYTES;

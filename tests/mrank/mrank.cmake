@@ -47,6 +47,16 @@ add_test(NAME mrank.collectives_3hosts_np6
          COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60 -np 6
                  -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2 $<TARGET_FILE:collectives_check> --quick)
 set_tests_properties(mrank.collectives_3hosts_np6 PROPERTIES TIMEOUT 300 LABELS mrank)
+# Blocking allreduces on the global, local and cross communicators of four pseudo-hosts of
+# two ranks (tests/mrank/comms_check.c): the local ones' 64 KiB cycle messages make bundles
+# longer than an arena slot.
+add_executable(comms_check tests/mrank/comms_check.c)
+target_link_libraries(comms_check PRIVATE hvd)
+set_target_properties(comms_check PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+add_test(NAME mrank.comms_4hosts_np8
+         COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60 -np 8
+                 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2,127.0.0.4:2 $<TARGET_FILE:comms_check>)
+set_tests_properties(mrank.comms_4hosts_np8 PROPERTIES TIMEOUT 300 LABELS mrank)
 hvd_mrank_test(reinit_np2 2 --mode reinit --iters 100)
 hvd_mrank_test(reinit_np4 4 --mode reinit --iters 30)
 
