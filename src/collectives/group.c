@@ -505,6 +505,8 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
     int L = lg->size, H = cg->size;
     const int *idx;
     hvd_arena_t *a = hvd__group_arena(lg, &idx);
+    if (!a) /* every host's arena was agreed on at init (core/init.c, plan_hierarchical) */
+        return hvd__error_set(HVD_ERR_PROTOCOL, "%s: the host's arena is gone", what);
     if (!cg->vblocks && !(cg->vblocks = malloc((size_t)H * sizeof *cg->vblocks)))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     /* the cross group's block lengths go to cg->lens, free between its collectives */
