@@ -200,6 +200,11 @@ size_t hvd__allreduce_small_limit(int p) {
     return p <= 4 ? HVD_SMALL_ALLREDUCE_BYTES_UPTO4 : HVD_SMALL_BYTES;
 }
 
+size_t hvd__allreduce_inline_limit(const hvd_group_t *g) {
+    size_t small = hvd__allreduce_small_limit(g->size);
+    return g->hier_grid && small < HVD_HIER_INLINE_BYTES ? HVD_HIER_INLINE_BYTES : small;
+}
+
 void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
                             double prescale) {
     to_work(work, send, count, dtype, prescale);

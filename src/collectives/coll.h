@@ -53,6 +53,12 @@ hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t cou
                                   hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                   double postscale, const char *what, size_t *work_bytes_p);
 size_t hvd__allreduce_small_limit(int p);
+/* Bytes per rank (working dtype) up to which the engine carries a blocking allreduce on g in
+ * its cycle messages: the small path's limit, and 32 KiB on a group whose cycle messages go
+ * hierarchically (group.h, hier_grid), where gathering every rank's 32 KiB beat the ring's
+ * 2(p - 1) steps on 3 hosts x 2 ranks (64 KiB did not). */
+#define HVD_HIER_INLINE_BYTES (32 * 1024)
+size_t hvd__allreduce_inline_limit(const hvd_group_t *g);
 void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
                             double prescale);
 /* The dtype an allreduce of dtype works in (float32 for the half types); the last steps of

@@ -14,15 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest payload a blocking call carries inline: allreduce's small path on the smallest of
- * the communicators a blocking call may use, or a small allgather's or broadcast's block
- * (engine.c, prepare). As tight as that: every rank of a host may take another arena step
- * per slot of the bound (group.c, hier_allgather_var) and checks what it reads against it. */
+/* Largest payload a blocking call carries inline: an allreduce's on any of the communicators
+ * a blocking call may use, or a small allgather's or broadcast's block (engine.c, prepare).
+ * As tight as that, since every rank checks each message it receives against the bound. */
 static size_t payload_max(const hvd_context_t *c) {
-    int sizes[3] = {c->global.size, c->local.size, c->cross.size};
+    const hvd_group_t *groups[3] = {&c->global, &c->local, &c->cross};
     size_t most = HVD_SMALL_BYTES;
     for (int i = 0; i < 3; i++) {
-        size_t ar = hvd__allreduce_small_limit(sizes[i]);
+        size_t ar = hvd__allreduce_inline_limit(groups[i]);
         most = ar > most ? ar : most;
     }
     return most;

@@ -575,7 +575,7 @@ static hvd_status_t prepare(hvd_posted_t *p) {
             s->flags |= HVD_SIG_INVALID;
             return HVD_OK;
         }
-        if (wbytes > hvd__allreduce_small_limit(g->size))
+        if (wbytes > hvd__allreduce_inline_limit(g))
             return HVD_OK;
         p->payload = malloc(wbytes ? wbytes : 1);
         if (!p->payload)

@@ -3,8 +3,10 @@
  * cycle messages when it is small enough (up to 64 KiB on communicators of at most four
  * ranks), and on several hosts with their arenas those messages go between hosts first and
  * then through each host's arena, in as many slot-sized steps as the longest bundle needs:
- * four hosts of two ranks with 64 KiB calls on the local communicator take two. Every rank
- * contributes rank + 1 + i at element i, so every sum is an exact integer in float32.
+ * four hosts of two ranks with 64 KiB calls on the local communicator take two. On the
+ * global communicator 8192 floats (32 KiB) are the most that ride in them; 8193 do not.
+ * Every rank contributes rank + 1 + i at element i, so every sum is an exact integer in
+ * float32.
  *
  *   horovodrun -np 8 -H 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2,127.0.0.4:2 comms_check
  * Exit status 0 when every element of every call was right. */
@@ -36,7 +38,7 @@ int main(void) {
     int mine[2] = {hvd_local_rank(), hvd_cross_rank()};
     int *pairs = malloc(2 * (size_t)size * sizeof *pairs),
         *who = malloc((size_t)size * sizeof *who);
-    size_t counts[] = {0, 1, 7, 4096, 16383, 16384};
+    size_t counts[] = {0, 1, 7, 4096, 8192, 8193, 16383, 16384};
     size_t most = 16384;
     float *in = malloc(most * sizeof *in), *out = malloc(most * sizeof *out);
     if (!pairs || !who || !in || !out || hvd_allgather(mine, 2, pairs, HVD_INT32) != HVD_OK) {
