@@ -509,10 +509,10 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
         return hvd__error_set(HVD_ERR_PROTOCOL, "%s: the host's arena is gone", what);
     if (!cg->vblocks && !(cg->vblocks = malloc((size_t)H * sizeof *cg->vblocks)))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-    /* the cross group's block lengths go to cg->lens, free between its collectives */
-    char cwhat[160];
-    snprintf(cwhat, sizeof cwhat, "%s, between hosts", what);
-    hvd_status_t st = hvd__group_allgather_var(cg, mine, len, max, cg->vblocks, cg->lens, cwhat);
+    /* The cross group's block lengths go to cg->lens, and the local ranks' bundle lengths to
+     * lg->lens: both free between those groups' own collectives. (A failure between hosts
+     * names the peer and its host already.) */
+    hvd_status_t st = hvd__group_allgather_var(cg, mine, len, max, cg->vblocks, cg->lens, what);
     if (st != HVD_OK)
         return st;
     size_t S = a->data_bytes, n = 0, bound = (size_t)H * (max + 4);
@@ -533,17 +533,12 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
         memcpy(slot, bundle, S);
     hvd__le32_put(hvd__arena_box_out(a), (uint32_t)n);
     st = hvd__arena_step(a);
-    size_t most = 0, used = 0, sum = 0, *tot = NULL;
+    size_t most = 0, used = 0, sum = 0, *tot = lg->lens;
     uint8_t *staged = NULL;
     if (st != HVD_OK)
         goto arena_failed;
     /* Past the first step a local failure must end the host's other ranks' wait too, so every
      * error below aborts through the arena. */
-    tot = malloc((size_t)L * sizeof *tot);
-    if (!tot) {
-        st = hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
-        goto arena_failed;
-    }
     for (int j = 0; j < L; j++) {
         tot[j] = hvd__le32_get(hvd__arena_box_in(a, idx[j]));
         if (tot[j] > bound) {
@@ -584,7 +579,6 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
         goto arena_failed;
     hvd__arena_flip(a);
     free(staged);
-    free(tot);
     if (bundle != slot)
         free(bundle);
     for (int r = 0; r < g->size; r++)
@@ -593,7 +587,6 @@ static hvd_status_t hier_allgather_var(hvd_group_t *g, const void *mine, size_t 
 
 arena_failed:
     free(staged);
-    free(tot);
     if (bundle != slot)
         free(bundle);
     return hvd__group_arena_failed(lg, st, what);

@@ -144,10 +144,11 @@ hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, co
 /* Every rank contributes len bytes of mine (at most max, which every rank passes alike);
  * blocks[r] and lens[r] receive every rank's block (this rank's too). The blocks live in the
  * group's buffer until its next call. One step of the host's arena when the group is the
- * host's ranks; on several hosts with their arenas (hier_grid), when every host's blocks fit
- * a slot, Bruck across hosts between the ranks of equal local rank and then one arena step;
- * else one Bruck allgather: ceil(log2 p) rounds, each message bounded by the blocks it may
- * carry. For the core's per-cycle control messages, whose size each rank alone knows. */
+ * host's ranks; on several hosts with their arenas (hier_grid), Bruck across hosts between
+ * the ranks of equal local rank, then the arena (one step, or as many as the longest of the
+ * host's collections needs); else one Bruck allgather: ceil(log2 p) rounds, each message
+ * bounded by the blocks it may carry. For the core's per-cycle control messages, whose size
+ * each rank alone knows. */
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what);
 

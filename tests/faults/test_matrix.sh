@@ -27,9 +27,9 @@
 # FAULT_NP (default 3), FAULT_HOSTS (a -H list: pseudo-hosts 127.0.0.x) and FAULT_OP
 # (allreduce, or allgather for the loop phases) vary the job; the victim is then rank
 # FAULT_NP - 2 for role rank. FAULT_NAMES=one: at least one rank's message names the victim,
-# and each other's names the rank it waited for. On several hosts a stopped
-# rank cannot be told from one blocked behind it: a rank waiting across hosts for a rank
-# that waits for the victim times out at about the same moment and names that rank.
+# and each other's names the rank it waited for. On several hosts a stopped rank cannot be
+# told from one blocked behind it: a rank waiting across hosts for a rank that waits for the
+# victim times out at about the same moment and names that rank.
 source "$(dirname "$0")/../e2e/lib.sh"
 
 role=${1:?role} phase=${2:?phase} fault=${3:?fault}
