@@ -17,6 +17,7 @@ struct hvd_tq {
     hvd_entry_t **by_name, **by_handle; /* buckets */
     size_t nbuckets, count, in_flight;
     hvd_entry_t *new_head, *new_tail;
+    int has_new; /* new_head != NULL, for hvd__tq_has_new (written under lock, read without) */
     hvd_handle_t next_handle;
     int shut_down;
     hvd_status_t shutdown_status;
@@ -187,6 +188,7 @@ static void insert_locked(hvd_tq_t *q, hvd_entry_t *e) {
     else
         q->new_head = e;
     q->new_tail = e;
+    __atomic_store_n(&q->has_new, 1, __ATOMIC_RELEASE);
     q->count++;
     q->in_flight++;
 }
@@ -246,8 +248,10 @@ size_t hvd__tq_take(hvd_tq_t *q, hvd_entry_t **out, size_t max) {
         out[n++] = q->new_head;
         q->new_head = q->new_head->next_new;
     }
-    if (!q->new_head)
+    if (!q->new_head) {
         q->new_tail = NULL;
+        __atomic_store_n(&q->has_new, 0, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&q->lock);
     return n;
 }
@@ -284,6 +288,7 @@ void hvd__tq_fail_all(hvd_tq_t *q, hvd_status_t status, const char *message, int
         for (hvd_entry_t *e = q->by_handle[b]; e; e = e->chain_handle)
             complete_locked(q, e, status, message);
     q->new_head = q->new_tail = NULL;
+    __atomic_store_n(&q->has_new, 0, __ATOMIC_RELAXED);
     if (shutdown && !q->shut_down) {
         q->shut_down = 1;
         q->shutdown_status = status;
@@ -337,6 +342,10 @@ hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progre
     if (st != HVD_OK)
         return hvd__error_set(st, "%s", message);
     return HVD_OK;
+}
+
+int hvd__tq_has_new(hvd_tq_t *q) {
+    return __atomic_load_n(&q->has_new, __ATOMIC_ACQUIRE);
 }
 
 size_t hvd__tq_in_flight(hvd_tq_t *q) {

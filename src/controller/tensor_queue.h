@@ -100,6 +100,10 @@ int hvd__tq_poll(hvd_tq_t *q, hvd_handle_t h);
  * handle, or one another thread is already waiting for. */
 hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progress, void *arg);
 
+/* Whether hvd__tq_take would hand anything out, without taking the lock: a push that races
+ * with it may be missed (the next look sees it). */
+int hvd__tq_has_new(hvd_tq_t *q);
+
 /* Entries in flight (pushed, not completed). */
 size_t hvd__tq_in_flight(hvd_tq_t *q);
 
