@@ -226,6 +226,8 @@ void hvd__allreduce_to_out(void *out, const void *work, size_t count, hvd_dtype_
 void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
                             size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale) {
     hvd_dtype_t w = work_dtype(dtype);
+    if (w == dtype)
+        acc = recv; /* (no rounding step: reduce straight into the output) */
     if (count)
         memcpy(acc, blocks[0], count * hvd__dtype_size(w));
     for (int r = 1; r < p; r++)

@@ -144,6 +144,10 @@ __attribute__((format(printf, 4, 5))) static void add(char *msg, size_t msg_size
         *n = *n + (size_t)w < msg_size ? *n + (size_t)w : msg_size - 1;
 }
 
+int hvd__stall_idle(const hvd_stall_t *s) {
+    return !s->head;
+}
+
 int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size, int *shutdown_p) {
     *shutdown_p = 0;
     if (msg_size)

@@ -40,4 +40,7 @@ void hvd__stall_done(hvd_stall_t *s, const char *name);
  * else 0. *shutdown_p = 1 when a rank passed the shutdown time. */
 int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size, int *shutdown_p);
 
+/* Whether no negotiation is pending (hvd__stall_check has nothing to look at). */
+int hvd__stall_idle(const hvd_stall_t *s);
+
 #endif
