@@ -123,7 +123,6 @@ void hvd__sig_encode(uint8_t *out, const hvd_sig_t *s) {
     hvd__le64_put(out + 8, s->count);
     hvd__le64_put(out + 16, s->extra);
     hvd__le32_put(out + 24, s->seq);
-    hvd__le32_put(out + 28, 0);
 }
 
 void hvd__sig_decode(const uint8_t *in, hvd_sig_t *s) {
@@ -435,37 +434,76 @@ bad:
  * one is in the slot's data. */
 #define BOX_INLINE (HVD_ARENA_BOX_BYTES - 4)
 
-/* hvd__group_allgather_var in the arena: one step; the blocks are copied out into the
- * group's buffer (boxes and slots are rewritten two steps on, and the caller keeps the
- * blocks until the group's next call). */
-static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const int *idx,
-                                        const void *mine, size_t len, size_t max,
-                                        const uint8_t **blocks, size_t *lens, const char *what) {
-    uint8_t *box = hvd__arena_box_out(a);
-    hvd__le32_put(box, (uint32_t)len);
-    if (len)
-        memcpy(len <= BOX_INLINE ? box + 4 : hvd__arena_data(a, a->self), mine, len);
+/* One step of the arena's variable allgather, this rank's block written already (len bytes,
+ * in its box when it fits, else in its slot): blocks[r] then point where rank r's block
+ * arrived, readable until this rank's next step. */
+static hvd_status_t arena_exchange(hvd_group_t *g, hvd_arena_t *a, const int *idx, size_t len,
+                                   size_t max, const uint8_t **blocks, size_t *lens,
+                                   const char *what) {
+    hvd__le32_put(hvd__arena_box_out(a), (uint32_t)len);
     hvd_status_t st = hvd__arena_step(a);
     if (st != HVD_OK)
         return hvd__group_arena_failed(g, st, what);
-    size_t used = 0;
     for (int r = 0; r < g->size && st == HVD_OK; r++) {
         const uint8_t *in = hvd__arena_box_in(a, idx[r]);
         uint32_t n = hvd__le32_get(in);
         if (n > max)
             st = hvd__error_set(HVD_ERR_PROTOCOL, "%s: rank %d sent %u bytes (at most %zu)", what,
                                 g->members[r], n, max);
-        g->vpos[r] = used;
         lens[r] = n;
-        if (st == HVD_OK)
-            st = vbuf_append(g, &used, n <= BOX_INLINE ? in + 4 : hvd__arena_data(a, idx[r]), n);
+        blocks[r] = n <= BOX_INLINE ? in + 4 : hvd__arena_data(a, idx[r]);
     }
     hvd__arena_flip(a);
-    if (st != HVD_OK)
-        return st;
+    return st;
+}
+
+/* (hvd__group_allgather_var's choice of the arena, for a block that fits a box) */
+static hvd_arena_t *box_arena(hvd_group_t *g, size_t len, size_t max, const int **idx) {
+    hvd_arena_t *a = hvd__group_arena(g, idx);
+    return a && max <= a->data_bytes && len <= BOX_INLINE ? a : NULL;
+}
+
+uint8_t *hvd__group_box(hvd_group_t *g, size_t len, size_t max) {
+    const int *idx;
+    hvd_arena_t *a = box_arena(g, len, max, &idx);
+    return a ? hvd__arena_box_out(a) + 4 : NULL;
+}
+
+hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, const uint8_t **blocks,
+                                     size_t *lens, const char *what) {
+    const int *idx;
+    hvd_arena_t *a = box_arena(g, len, max, &idx);
+    if (!a)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: no box for %zu bytes", what, len);
+    return arena_exchange(g, a, idx, len, max, blocks, lens, what);
+}
+
+hvd_status_t hvd__group_box_keep(hvd_group_t *g, const uint8_t **blocks, const size_t *lens) {
+    if (!g->vpos && !(g->vpos = malloc(((size_t)g->size + 1) * sizeof *g->vpos)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    size_t used = 0;
+    for (int r = 0; r < g->size; r++) {
+        g->vpos[r] = used;
+        hvd_status_t st = vbuf_append(g, &used, blocks[r], lens[r]);
+        if (st != HVD_OK)
+            return st;
+    }
     for (int r = 0; r < g->size; r++)
         blocks[r] = g->vbuf + g->vpos[r];
     return HVD_OK;
+}
+
+/* hvd__group_allgather_var in the arena: one step; the blocks are then copied out into the
+ * group's buffer (boxes and slots are rewritten two steps on, and the caller keeps the
+ * blocks until the group's next call). */
+static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const int *idx,
+                                        const void *mine, size_t len, size_t max,
+                                        const uint8_t **blocks, size_t *lens, const char *what) {
+    if (len)
+        memcpy(len <= BOX_INLINE ? hvd__arena_box_out(a) + 4 : hvd__arena_data(a, a->self), mine,
+               len);
+    hvd_status_t st = arena_exchange(g, a, idx, len, max, blocks, lens, what);
+    return st != HVD_OK ? st : hvd__group_box_keep(g, blocks, lens);
 }
 
 /* hvd__group_allgather_var on a job of several hosts with their arenas (g->hier_grid): the

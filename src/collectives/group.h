@@ -32,7 +32,7 @@ typedef enum {
 
 #define HVD_SIG_INVALID 1u /* this rank's arguments were rejected locally */
 #define HVD_SIG_ORDERED 2u /* an allreduce summing in rank order (hvd_group_t.ordered) */
-#define HVD_SIG_LEN 32
+#define HVD_SIG_LEN 28
 
 typedef struct {
     uint8_t coll, dtype, op, flags;
@@ -151,6 +151,18 @@ hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, co
  * each rank alone knows. */
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what);
+
+/* The box exchange: hvd__group_allgather_var for blocks small enough for the host arena's
+ * boxes, without copies. hvd__group_box is where this rank writes its block of len bytes
+ * before the exchange: NULL unless hvd__group_allgather_var would use the host arena for
+ * max (the group is its members, and max fits a slot) and len fits a box. hvd__group_box_exchange
+ * then takes one step; blocks[r] point into the members' boxes, readable only until this group's
+ * next step (hvd__group_box_keep copies them into the group's buffer, as hvd__group_allgather_var
+ * leaves them). */
+uint8_t *hvd__group_box(hvd_group_t *g, size_t len, size_t max);
+hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, const uint8_t **blocks,
+                                     size_t *lens, const char *what);
+hvd_status_t hvd__group_box_keep(hvd_group_t *g, const uint8_t **blocks, const size_t *lens);
 
 /* The signature's wire form (HVD_SIG_LEN bytes) and equality, for messages that carry one. */
 void hvd__sig_encode(uint8_t *out, const hvd_sig_t *s);

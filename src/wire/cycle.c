@@ -21,8 +21,7 @@ void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
     hvd__le32_put(out + 6, m->nwords);
     hvd__le32_put(out + 10, m->payload_len);
     hvd__le16_put(out + 14, m->reason_len);
-    out[16] = out[17] = 0;
-    hvd__sig_encode(out + 18, &m->sig);
+    hvd__sig_encode(out + 16, &m->sig);
     uint8_t *p = out + HVD_CYC_HEADER_LEN;
     size_t words = (size_t)m->nwords * 8;
     if (words)
@@ -51,7 +50,7 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
         goto bad;
     }
     /* Reserved bytes must be zero: a later version may give them a meaning. */
-    if (buf[5] || buf[16] || buf[17] || hvd__le32_get(buf + 18 + 28)) {
+    if (buf[5]) {
         why = "reserved bytes set";
         goto bad;
     }
@@ -63,7 +62,7 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
         why = "a bound exceeded";
         goto bad;
     }
-    hvd__sig_decode(buf + 18, &d.sig);
+    hvd__sig_decode(buf + 16, &d.sig);
     size_t words = (size_t)d.nwords * 8;
     size_t need = HVD_CYC_HEADER_LEN + words + ((d.flags & HVD_CYC_INVALID) ? words : 0) +
                   d.payload_len + d.reason_len;
