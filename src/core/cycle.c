@@ -17,14 +17,17 @@
 /* Largest payload a blocking call carries inline: an allreduce's on any of the communicators
  * a blocking call may use, or a small allgather's or broadcast's block (engine.c, prepare).
  * As tight as that, since every rank checks each message it receives against the bound. */
-static size_t payload_max(const hvd_context_t *c) {
+static size_t payload_max(hvd_engine_t *e) {
+    if (e->payload_max) /* (the groups are the engine's for its whole life) */
+        return e->payload_max;
+    const hvd_context_t *c = e->ctx;
     const hvd_group_t *groups[3] = {&c->global, &c->local, &c->cross};
     size_t most = HVD_SMALL_BYTES;
     for (int i = 0; i < 3; i++) {
         size_t ar = hvd__allreduce_inline_limit(groups[i]);
         most = ar > most ? ar : most;
     }
-    return most;
+    return e->payload_max = most;
 }
 /* Bound on one rank's request list (every name at most 1 KiB). */
 #define REQUESTS_MAX ((size_t)64 << 20)
@@ -97,7 +100,7 @@ static hvd_status_t classify(hvd_engine_t *e, hvd_entry_t *x, int64_t since) {
 static hvd_status_t intake(hvd_engine_t *e, int64_t now) {
     hvd_entry_t *batch[256];
     size_t n;
-    while ((n = hvd__tq_take(e->tq, batch, 256)) > 0) {
+    while (hvd__tq_has_new(e->tq) && (n = hvd__tq_take(e->tq, batch, 256)) > 0) {
         for (size_t i = 0; i < n; i++) {
             hvd_entry_t *x = batch[i];
             if (x->type == HVD_REQ_JOIN) {
@@ -577,29 +580,118 @@ static hvd_status_t decode_all(hvd_engine_t *e, uint32_t nwords, size_t max_payl
     return HVD_OK;
 }
 
-static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
+/* Whether this rank's message (mine, len bytes) is plain: a blocking call on its payload and
+ * nothing else (no hit, no request, no shutdown), so that everything before the payload
+ * describes that call alone. Decided from the message only, as every rank decides on the
+ * same messages. */
+static int plain(const hvd_posted_t *p, const uint8_t *mine, size_t len) {
+    if (!p || (mine[3] & ~HVD_CYC_ORDERED) != (HVD_CYC_BLOCKING | HVD_CYC_PAYLOAD))
+        return 0;
+    for (size_t b = HVD_CYC_HEADER_LEN; b < len - p->payload_len; b++)
+        if (mine[b])
+            return 0; /* a hit */
+    return 1;
+}
+
+/* Whether every rank's message is this rank's plain one byte for byte but for the payload:
+ * then every rank posted the very same call on its payload and has nothing else for this
+ * cycle, whose whole outcome is that call. Its payloads are set up in e->msgs as decoding
+ * would (the rest of each message equals this rank's own, valid one). */
+static int uniform_blocking(hvd_engine_t *e, const hvd_posted_t *p, const uint8_t *mine,
+                            size_t len) {
+    if (!plain(p, mine, len))
+        return 0;
+    int n = e->ctx->global.size;
+    size_t prefix = len - p->payload_len;
+    for (int r = 0; r < n; r++) {
+        if (e->block_lens[r] != len || memcmp(e->blocks[r], mine, prefix) != 0)
+            return 0;
+    }
+    for (int r = 0; r < n; r++) {
+        hvd_cycle_msg_t *m = &e->msgs[r];
+        m->flags = mine[3];
+        m->payload = e->blocks[r] + prefix;
+        m->payload_len = (uint32_t)p->payload_len;
+    }
+    return 1;
+}
+
+/* What follows the execution of every cycle: the background thread's interval, rank 0's
+ * stall inspector. */
+static hvd_status_t cycle_end(hvd_engine_t *e, int64_t now) {
+    if (e->in_background)
+        hvd__engine_note_idle(e, hvd__tq_in_flight(e->tq) == 0 && !e->joined);
+
+    if (e->stall && !hvd__stall_idle(e->stall)) {
+        if (!now) /* (an express cycle reads no clock of its own) */
+            now = hvd__engine_now_ms();
+        char msg[4096];
+        int shut = 0;
+        if (hvd__stall_check(e->stall, now, msg, sizeof msg, &shut)) {
+            if (shut) /* logged once, by hvd__engine_cycle */
+                return hvd__error_set(HVD_ERR_TIMEOUT, "%s", msg);
+            HVD_LOG_W("%s", msg);
+        }
+    }
+    return HVD_OK;
+}
+
+/* Bound on every rank's message (the same on every rank). */
+static size_t message_max(uint32_t nwords, size_t pmax) {
+    return HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX;
+}
+
+static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t now);
+static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwords, size_t pmax,
+                            int64_t now, hvd_response_list_t *resp);
+
+static hvd_status_t run_cycle(hvd_engine_t *e, hvd_posted_t *posted, hvd_response_list_t *resp) {
     hvd_group_t *g = &e->ctx->global;
-    int p = g->size;
     int64_t now = hvd__engine_now_ms();
     if (e->tl && e->mark_cycles)
         hvd__timeline_instant(e->tl, "CYCLE_START");
     hvd_status_t st = intake(e, now);
     if (st != HVD_OK)
         return st;
-    pthread_mutex_lock(&e->state_lock);
-    hvd_posted_t *posted = e->posted;
-    pthread_mutex_unlock(&e->state_lock);
+    if (!posted) {
+        pthread_mutex_lock(&e->state_lock);
+        posted = e->posted;
+        pthread_mutex_unlock(&e->state_lock);
+    }
 
     uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0, nwords = (nbits + 63) / 64;
     size_t len;
     st = build_message(e, posted, nwords, &len);
     if (st != HVD_OK)
         return st;
-    size_t pmax = payload_max(e->ctx),
-           max = HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX;
-    st = hvd__group_allgather_var(g, e->msg, len, max, e->blocks, e->block_lens, "cycle");
-    if (st == HVD_OK)
-        st = decode_all(e, nwords, pmax);
+    size_t pmax = payload_max(e);
+    st = hvd__group_allgather_var(g, e->msg, len, message_max(nwords, pmax), e->blocks,
+                                  e->block_lens, "cycle");
+    if (st != HVD_OK)
+        return st;
+    if (uniform_blocking(e, posted, e->msg, len))
+        return run_uniform(e, posted, now);
+    return process(e, posted, nwords, pmax, now, resp);
+}
+
+/* A uniform cycle: the posted call, and nothing else. */
+static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t now) {
+    /* (the data moves at full speed, as in process) */
+    if (e->ctx->tp)
+        __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
+    hvd_status_t st = hvd__engine_run_blocking(e, posted, 1);
+    return st != HVD_OK ? st : cycle_end(e, now);
+}
+
+/* Everything an ordinary cycle does once every rank's message is in e->blocks. */
+static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwords, size_t pmax,
+                            int64_t now, hvd_response_list_t *resp) {
+    hvd_group_t *g = &e->ctx->global;
+    int p = g->size;
+    uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0;
+    if (posted && !posted->posted_ms)
+        posted->posted_ms = now; /* an express call's first ordinary cycle */
+    hvd_status_t st = decode_all(e, nwords, pmax);
     if (st != HVD_OK)
         return st;
 
@@ -693,18 +785,9 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
             return st;
     }
 
-    if (e->in_background)
-        hvd__engine_note_idle(e, hvd__tq_in_flight(e->tq) == 0 && !e->joined);
-
-    if (e->stall) {
-        char msg[4096];
-        int shut = 0;
-        if (hvd__stall_check(e->stall, now, msg, sizeof msg, &shut)) {
-            if (shut) /* logged once, by hvd__engine_cycle */
-                return hvd__error_set(HVD_ERR_TIMEOUT, "%s", msg);
-            HVD_LOG_W("%s", msg);
-        }
-    }
+    st = cycle_end(e, now);
+    if (st != HVD_OK)
+        return st;
     if (shut_rank >= 0) {
         char msg[512];
         /* a peer whose program ended without hvd_shutdown is lost to the job, not shut down */
@@ -731,9 +814,53 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_response_list_t *resp) {
     return HVD_OK;
 }
 
-hvd_status_t hvd__engine_cycle(hvd_engine_t *e) {
+/* The cycle of an express call p (engine.c), when this rank has nothing else for it (no named
+ * operation new or pending, no join, no shutdown, no timeline) and its message fits the box
+ * of the job's one host arena: the message is written straight into the box and the others'
+ * are read where they arrived. A uniform cycle runs p from there; any other is kept and goes
+ * on as every cycle does. Else a whole cycle. */
+static hvd_status_t run_express(hvd_engine_t *e, hvd_posted_t *p, hvd_response_list_t *resp) {
+    hvd_group_t *g = &e->ctx->global;
+    uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0, nwords = (nbits + 63) / 64;
+    size_t wbytes = (size_t)nwords * 8, len = HVD_CYC_HEADER_LEN + wbytes + p->payload_len,
+           pmax = payload_max(e);
+    uint8_t *box = NULL;
+    if (p->payload_path && !e->tl && !e->hits.n && !e->uncached.n && !e->invalid.n && !e->joined &&
+        !e->join_unsent && !e->shutdown_requested && !hvd__tq_has_new(e->tq))
+        box = hvd__group_box(g, len, message_max(nwords, pmax));
+    if (!box)
+        return run_cycle(e, p, resp);
+    hvd_cycle_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.flags = HVD_CYC_BLOCKING | HVD_CYC_PAYLOAD | (g->ordered ? HVD_CYC_ORDERED : 0);
+    m.comm = (uint8_t)p->op.comm;
+    m.sig = p->sig;
+    m.nwords = nwords;
+    m.payload = p->payload;
+    m.payload_len = (uint32_t)p->payload_len;
+    if (wbytes) {
+        /* (no hits: zero words, as build_message writes them) */
+        hvd_status_t st = hvd__engine_reserve(&e->words, &e->words_cap, 4 * wbytes + 1);
+        if (st != HVD_OK)
+            return st;
+        memset(e->words, 0, wbytes);
+        m.hits = e->words;
+    }
+    hvd__cycle_encode(&m, box);
+    hvd_status_t st = hvd__group_box_exchange(g, len, message_max(nwords, pmax), e->blocks,
+                                              e->block_lens, "cycle");
+    if (st != HVD_OK)
+        return st;
+    if (uniform_blocking(e, p, box, len))
+        return run_uniform(e, p, 0);
+    /* An ordinary cycle: its messages must outlive the steps it runs. */
+    st = hvd__group_box_keep(g, e->blocks, e->block_lens);
+    return st != HVD_OK ? st : process(e, p, nwords, pmax, hvd__engine_now_ms(), resp);
+}
+
+hvd_status_t hvd__engine_cycle(hvd_engine_t *e, hvd_posted_t *express) {
     hvd_response_list_t resp = {0};
-    hvd_status_t st = run_cycle(e, &resp);
+    hvd_status_t st = express ? run_express(e, express, &resp) : run_cycle(e, NULL, &resp);
     hvd__neg_responses_fini(&resp);
     if (st != HVD_OK && st != HVD_ERR_SHUT_DOWN) {
         char msg[1024];

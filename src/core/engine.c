@@ -74,6 +74,14 @@ static hvd_status_t dead_error(hvd_engine_t *e) {
 
 void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
                                  const char *message) {
+    if (p->express) {
+        /* Its caller runs this cycle: nobody else knows the call or waits for it. */
+        p->status = st;
+        if (st != HVD_OK)
+            snprintf(p->error, sizeof p->error, "%s", message);
+        p->done = 1;
+        return;
+    }
     pthread_mutex_lock(&e->state_lock);
     p->status = st;
     if (st == HVD_OK)
@@ -83,7 +91,7 @@ void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t 
     if (e->posted == p)
         e->posted = NULL;
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
-    if (e->sleepers)
+    if (__atomic_load_n(&e->sleepers, __ATOMIC_RELAXED))
         pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->state_lock);
 }
@@ -142,11 +150,16 @@ static void fail_interrupted(hvd_engine_t *e) {
  * later slept until the next cycle, which nobody might start: a background thread missed
  * a whole training step that way, its peer's cycle waiting for it (no overlap at all). */
 static void count_cycle(hvd_engine_t *e) {
-    pthread_mutex_lock(&e->state_lock);
-    e->cycles++;
-    if (e->sleepers)
+    /* Without the lock unless someone sleeps: the count and the sleepers are sequentially
+     * consistent here and in wait_cycle_end (add a sleeper, then read the count), so either
+     * this sees the sleeper or the sleeper sees the new count. A sleeper seen is woken under
+     * the lock, which it holds until it waits. */
+    __atomic_add_fetch(&e->cycles, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&e->sleepers, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&e->state_lock);
         pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->state_lock);
+        pthread_mutex_unlock(&e->state_lock);
+    }
 }
 
 /* Run one cycle (prog_lock held; the caller counts it after releasing the lock). quiet: the
@@ -161,7 +174,7 @@ static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
         if (e->ctx->tp)
             __atomic_store_n(&e->ctx->tp->quiet, quiet, __ATOMIC_RELAXED);
         e->in_background = quiet;
-        st = hvd__engine_cycle(e);
+        st = hvd__engine_cycle(e, NULL);
         if (e->ctx->tp)
             __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     }
@@ -182,20 +195,18 @@ static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
  * most 100 ms, a bound and not a poll, since cycles end with a broadcast. */
 static void wait_cycle_end(hvd_engine_t *e, uint64_t seen, const int *done) {
     pthread_mutex_lock(&e->state_lock);
-    e->sleepers++;
-    if (e->cycles == seen && !(done && __atomic_load_n(done, __ATOMIC_ACQUIRE))) {
+    __atomic_add_fetch(&e->sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&e->cycles, __ATOMIC_SEQ_CST) == seen &&
+        !(done && __atomic_load_n(done, __ATOMIC_ACQUIRE))) {
         struct timespec ts = hvd__clock_abstime(CLOCK_REALTIME, 100);
         pthread_cond_timedwait(&e->cv, &e->state_lock, &ts);
     }
-    e->sleepers--;
+    __atomic_sub_fetch(&e->sleepers, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&e->state_lock);
 }
 
 static uint64_t cycles_now(hvd_engine_t *e) {
-    pthread_mutex_lock(&e->state_lock);
-    uint64_t c = e->cycles;
-    pthread_mutex_unlock(&e->state_lock);
-    return c;
+    return __atomic_load_n(&e->cycles, __ATOMIC_SEQ_CST);
 }
 
 /* Wake the background thread (stop, or work after a backed-off interval). */
@@ -209,10 +220,7 @@ static void wake_thread(hvd_engine_t *e) {
  * thread runs one, spin briefly and then sleep until that cycle ends (completions happen
  * only inside cycles, so nothing is missed). */
 static void progress(hvd_engine_t *e, const int *done) {
-    uint64_t seen;
-    pthread_mutex_lock(&e->state_lock);
-    seen = e->cycles;
-    pthread_mutex_unlock(&e->state_lock);
+    uint64_t seen = cycles_now(e);
     if (try_cycle(e, 0) != 1)
         return;
     for (int spin = 0; spin < 200; spin++) {
@@ -250,6 +258,7 @@ static void *thread_main(void *arg) {
     int wfd = tp && tp->ops->wait_fd ? tp->ops->wait_fd(tp) : -1;
     int solo = e->ctx->global.size == 1;
     int64_t join_delay_us = e->cycle_us > 200 ? e->cycle_us : 200, driven_sleep_us = join_delay_us;
+    uint64_t express_seen = 0;
     while (!__atomic_load_n(&e->stop_thread, __ATOMIC_ACQUIRE)) {
         if (is_interrupted(e) && !is_dead(e)) {
             /* Nobody may be running cycles (the training code computes): fail the engine
@@ -261,11 +270,15 @@ static void *thread_main(void *arg) {
             continue;
         }
         int dead = is_dead(e);
-        /* While a thread of ours waits, or ran a cycle within the join delay (a loop of
-         * blocking calls), that thread runs the cycles and joins the others' itself: the
-         * thread would only compete with it for each cycle. */
+        /* While a thread of ours waits, ran a cycle within the join delay, or ran express
+         * cycles since the last look (a loop of blocking calls), that thread runs the cycles
+         * and joins the others' itself: this thread would only compete with it for each
+         * cycle, and starts none of its own. */
         int64_t recent = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) + join_delay_us;
-        int driven = __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) > 0 || now_us() < recent;
+        uint64_t express = __atomic_load_n(&e->express_calls, __ATOMIC_RELAXED);
+        int driven = __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) > 0 || now_us() < recent ||
+                     express != express_seen;
+        express_seen = express;
         uint64_t seen = cycles_now(e);
         /* Bytes a peer sent that an earlier exchange already read: poll cannot see them. */
         if (!dead && !driven && wfd >= 0 && pthread_mutex_trylock(&e->prog_lock) == 0) {
@@ -285,12 +298,12 @@ static void *thread_main(void *arg) {
             last = pushed;
         int64_t now = now_us();
         int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
-        if (!idle && now >= last + interval) {
+        if (!idle && !driven && now >= last + interval) {
             if (try_cycle(e, 1) == 1)
                 wait_cycle_end(e, seen, NULL);
             continue;
         }
-        int64_t wait_us = idle ? 1000000 : last + interval - now;
+        int64_t wait_us = idle ? 1000000 : last + interval > now ? last + interval - now : 0;
         if (driven && !dead) {
             /* Look again later, later each time while the waiters keep driving. */
             if (driven_sleep_us < wait_us)
@@ -445,7 +458,7 @@ static void stop(hvd_engine_t *e, int exiting) {
         e->in_background = 0;
         if (e->ctx->tp)
             e->ctx->tp->quiet = 1;
-        hvd__engine_cycle(e);
+        hvd__engine_cycle(e, NULL);
         if (e->ctx->tp)
             e->ctx->tp->quiet = 0;
         char msg[256];
@@ -487,6 +500,7 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     free(e->block_lens);
     free(e->fusion);
     free(e->zeros);
+    free(e->payload);
     hvd__engine_tl_reset(e);
     free(e->tl_open);
     pthread_cond_destroy(&e->cv);
@@ -544,16 +558,15 @@ hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
  * alone (small allreduce, allgather and broadcast, barrier), prepare this rank's payload.
  * An argument error is recorded in the signature (HVD_SIG_INVALID), so that every rank
  * falls back to the collective's own agreement, which reports it everywhere. */
-static hvd_status_t prepare(hvd_posted_t *p) {
+static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
     const hvd_blocking_op_t *o = &p->op;
     hvd_group_t *g = p->g;
     hvd_sig_t *s = &p->sig;
-    memset(s, 0, sizeof *s);
-    s->coll = (uint8_t)o->coll;
-    s->dtype = (uint8_t)o->dtype;
-    s->op = (uint8_t)o->op;
-    s->root = o->root;
-    s->count = o->count;
+    *s = (hvd_sig_t){.coll = (uint8_t)o->coll,
+                     .dtype = (uint8_t)o->dtype,
+                     .op = (uint8_t)o->op,
+                     .root = o->root,
+                     .count = o->count};
     if (o->coll == HVD_COLL_ALLREDUCE && g->ordered)
         s->flags |= HVD_SIG_ORDERED; /* as hvd__coll_allreduce's own signature */
     /* The checks below only decide: an invalid call's collective checks again and reports
@@ -566,16 +579,26 @@ static hvd_status_t prepare(hvd_posted_t *p) {
         memcpy(&scales[0], &o->prescale, 8);
         memcpy(&scales[1], &o->postscale, 8);
         s->extra = scales[0] * 0x9e3779b97f4a7c15ull ^ scales[1];
-        if (hvd__allreduce_check(o->send, o->recv, o->count, o->dtype, o->op, o->prescale,
-                                 o->postscale, "", &wbytes) != HVD_OK) {
-            s->flags |= HVD_SIG_INVALID;
-            return HVD_OK;
+        hvd_blocking_op_t *m = &e->memo;
+        if (e->memo_bytes && m->comm == o->comm && m->count == o->count && m->dtype == o->dtype &&
+            m->op == o->op && !memcmp(&m->prescale, &o->prescale, 8) &&
+            !memcmp(&m->postscale, &o->postscale, 8) && (!o->count || (o->send && o->recv))) {
+            wbytes = e->memo_bytes - 1; /* the last call's checks hold for this one */
+        } else {
+            if (hvd__allreduce_check(o->send, o->recv, o->count, o->dtype, o->op, o->prescale,
+                                     o->postscale, "", &wbytes) != HVD_OK) {
+                s->flags |= HVD_SIG_INVALID;
+                return HVD_OK;
+            }
+            if (wbytes > hvd__allreduce_inline_limit(g))
+                return HVD_OK;
+            *m = *o;
+            e->memo_bytes = wbytes + 1;
         }
-        if (wbytes > hvd__allreduce_inline_limit(g))
-            return HVD_OK;
-        p->payload = malloc(wbytes ? wbytes : 1);
-        if (!p->payload)
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        hvd_status_t st = hvd__engine_reserve(&e->payload, &e->payload_cap, wbytes + 1);
+        if (st != HVD_OK)
+            return st;
+        p->payload = e->payload;
         hvd__allreduce_to_work(p->payload, o->send, o->count, o->dtype, o->prescale);
         p->payload_len = wbytes;
         p->payload_path = 1;
@@ -599,9 +622,10 @@ static hvd_status_t prepare(hvd_posted_t *p) {
         p->payload_path = 1;
         if (o->coll == HVD_COLL_BROADCAST && o->root != g->rank)
             return HVD_OK;
-        p->payload = malloc(bytes ? bytes : 1);
-        if (!p->payload)
-            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        hvd_status_t st = hvd__engine_reserve(&e->payload, &e->payload_cap, bytes + 1);
+        if (st != HVD_OK)
+            return st;
+        p->payload = e->payload;
         if (bytes)
             memcpy(p->payload, buf, bytes);
         p->payload_len = bytes;
@@ -610,6 +634,28 @@ static hvd_status_t prepare(hvd_posted_t *p) {
     default:
         return HVD_OK;
     }
+}
+
+/* Run the cycle that carries the caller's call p at once, in the calling thread, when no
+ * other thread runs one: no posting, no hand-over between threads. When every rank has
+ * posted the same call, that cycle completes it (cycle.c: a uniform cycle). Returns whether
+ * it ran; p may still be pending after it (a rank had not posted it yet). */
+static int express(hvd_engine_t *e, hvd_posted_t *p) {
+    if (pthread_mutex_trylock(&e->prog_lock) != 0)
+        return 0;
+    int ran = !is_dead(e) && !is_interrupted(e);
+    if (ran) {
+        /* (written under prog_lock only: no read-modify-write needed) */
+        __atomic_store_n(&e->express_calls, e->express_calls + 1, __ATOMIC_RELAXED);
+        e->in_background = 0;
+        p->express = 1;
+        hvd__engine_cycle(e, p);
+        p->express = 0;
+    }
+    pthread_mutex_unlock(&e->prog_lock);
+    if (ran)
+        count_cycle(e);
+    return ran;
 }
 
 hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) {
@@ -621,28 +667,39 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
         pthread_mutex_unlock(&e->blocking_lock);
         return dead_error(e);
     }
-    hvd_posted_t p = {.op = *op, .g = g};
-    hvd_status_t st = prepare(&p);
+    /* (not zero-filled: the error text is written only on failure) */
+    hvd_posted_t p;
+    p.op = *op;
+    p.g = g;
+    p.payload_path = p.express = p.done = 0;
+    p.payload = NULL;
+    p.payload_len = 0;
+    p.status = HVD_OK;
+    p.error[0] = '\0';
+    hvd_status_t st = prepare(e, &p);
     if (st != HVD_OK) {
         pthread_mutex_unlock(&e->blocking_lock);
         return st;
     }
-    pthread_mutex_lock(&e->state_lock);
     p.sig.seq = e->blocking_seq[op->comm]++;
-    p.posted_ms = hvd__engine_now_ms();
-    if (e->dead) {
-        p.done = 1;
-        p.status = e->dead_status;
-        snprintf(p.error, sizeof p.error, "%s", e->dead_reason);
-    } else {
-        e->posted = &p;
+    p.posted_ms = 0; /* (read when the call outlives its express cycle: no clock before) */
+    if (!p.payload_path || !express(e, &p) || !p.done) {
+        if (!p.posted_ms)
+            p.posted_ms = hvd__engine_now_ms();
+        pthread_mutex_lock(&e->state_lock);
+        if (e->dead) {
+            p.done = 1;
+            p.status = e->dead_status;
+            snprintf(p.error, sizeof p.error, "%s", e->dead_reason);
+        } else {
+            e->posted = &p;
+        }
+        pthread_mutex_unlock(&e->state_lock);
+        __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
+        while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE))
+            progress(e, &p.done);
+        __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
     }
-    pthread_mutex_unlock(&e->state_lock);
-    __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
-    while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE))
-        progress(e, &p.done);
-    __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
-    free(p.payload);
     pthread_mutex_unlock(&e->blocking_lock);
     if (p.status != HVD_OK)
         return hvd__error_set(p.status, "%s", p.error);

@@ -42,10 +42,11 @@ typedef struct {
     hvd_group_t *g;
     hvd_sig_t sig;    /* seq: the call's number on its communicator */
     int payload_path; /* runs on the cycle messages' payloads */
-    uint8_t *payload; /* this rank's input in the cycle message (malloc'd) */
+    uint8_t *payload; /* this rank's input in the cycle message (the engine's payload) */
     size_t payload_len;
     int64_t posted_ms;
-    int done; /* atomic */
+    int express; /* not posted: its caller runs the cycle (no other thread looks at it) */
+    int done;    /* atomic */
     hvd_status_t status;
     char error[1024];
 } hvd_posted_t;
@@ -67,8 +68,8 @@ struct hvd_engine {
     int wake_fd;           /* eventfd: wakes the background thread (stop, work) */
     int drivers;           /* threads waiting, hence running cycles themselves (atomic) */
     int bg_sleeping_long;  /* the background thread sleeps past a cycle time (atomic) */
-    int sleepers;          /* threads waiting on cv (state_lock): no broadcast without one */
-    uint64_t cycles;       /* completed (state_lock) */
+    int sleepers;          /* threads waiting on cv (atomic; changed under state_lock) */
+    uint64_t cycles;       /* completed (atomic; count_cycle) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
     int64_t last_push_us;  /* the latest hvd__engine_push (atomic) */
     /* The background thread's interval (atomic): the cycle time while this rank has named
@@ -80,11 +81,21 @@ struct hvd_engine {
      * the training code keeps its cores (at np=4 on 2 cores, cycling every millisecond
      * regardless halved the example's speed). */
     int64_t bg_interval_us;
-    unsigned idle_cycles; /* consecutive background cycles with nothing in flight here */
-    int in_background;    /* the running cycle is the background thread's (prog_lock) */
-    hvd_posted_t *posted; /* state_lock */
-    uint32_t blocking_seq[3];
+    unsigned idle_cycles;          /* consecutive background cycles with nothing in flight here */
+    int in_background;             /* the running cycle is the background thread's (prog_lock) */
+    hvd_posted_t *posted;          /* state_lock */
+    uint32_t blocking_seq[3];      /* blocking_lock */
     pthread_mutex_t blocking_lock; /* one blocking call at a time */
+    uint8_t *payload;              /* the blocking call's payload (blocking_lock) */
+    size_t payload_cap;
+    /* The latest allreduce that passed prepare's checks onto the payload path, and its work
+     * bytes + 1 (0: none): a call that differs from it only in its buffers (neither NULL)
+     * passes them too. A loop of the same call skips them (blocking_lock). */
+    hvd_blocking_op_t memo;
+    size_t memo_bytes;
+    /* Blocking calls run by their callers in express cycles (atomic): for the background
+     * thread, a sign that waiters drive the cycles, as last_cycle_us is for the others. */
+    uint64_t express_calls;
     pthread_t thread;
     int thread_started, stop_thread;
     int dead; /* state_lock; atomic reads */
@@ -103,8 +114,9 @@ struct hvd_engine {
     hvd_entry_t *join_entry; /* this rank's pending join */
     int joined, join_unsent, last_joined;
     int shutdown_requested;
-    int exiting;  /* with shutdown_requested: the process exits without hvd_shutdown */
-    uint8_t *msg; /* this rank's encoded cycle message */
+    int exiting;        /* with shutdown_requested: the process exits without hvd_shutdown */
+    size_t payload_max; /* bound on the payload of a cycle message (cycle.c; 0 until known) */
+    uint8_t *msg;       /* this rank's encoded cycle message */
     size_t msg_cap;
     uint8_t *words; /* hit and invalid words of this rank, and the combined ones */
     size_t words_cap;
@@ -135,8 +147,10 @@ void hvd__engine_note_idle(hvd_engine_t *e, int idle);
 /* cycle.c: forget the timeline's open negotiations (a new timeline starts). */
 void hvd__engine_tl_reset(hvd_engine_t *e);
 
-/* cycle.c: one cycle (prog_lock held). HVD_OK, or the status that failed the engine. */
-hvd_status_t hvd__engine_cycle(hvd_engine_t *e);
+/* cycle.c: one cycle (prog_lock held). HVD_OK, or the status that failed the engine. With
+ * express, the cycle carries that blocking call of the calling thread, not e->posted (none
+ * is posted then: the caller holds blocking_lock). */
+hvd_status_t hvd__engine_cycle(hvd_engine_t *e, hvd_posted_t *express);
 
 /* execute.c (prog_lock held) */
 /* Run every response of l in order (fused already). A failure of the data plane fails the

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "core/process_set.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,19 +50,22 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
         blocks[m] = e->msgs[g->members[m]].payload;
     switch (o->coll) {
     case HVD_COLL_ALLREDUCE: {
-        /* The payloads sit at odd offsets of the cycle messages: the kernels get aligned
-         * copies (at most 64 KiB a rank). */
+        /* A payload may sit at any offset of its cycle message: the kernels get aligned
+         * copies of those not 8-byte aligned (at most 64 KiB a rank; those in the arena's
+         * boxes are aligned). */
         size_t len = p->payload_len, stride = (len + 63) & ~(size_t)63;
-        uint8_t *acc = hvd__group_scratch(g, 0, len);
-        uint8_t *copies = hvd__group_scratch(g, 1, stride * (size_t)g->size);
-        if (!acc || !copies)
+        uint8_t *acc = hvd__group_scratch(g, 0, len), *copies = NULL;
+        if (!acc)
             return HVD_ERR_NO_MEMORY;
         for (int m = 0; m < g->size; m++) {
             if (e->msgs[g->members[m]].payload_len != len)
                 return hvd__error_set(HVD_ERR_PROTOCOL, "allreduce: rank %d sent %u bytes",
                                       g->members[m], e->msgs[g->members[m]].payload_len);
-            if (len)
-                memcpy(copies + (size_t)m * stride, blocks[m], len);
+            if (!len || (uintptr_t)blocks[m] % 8 == 0)
+                continue;
+            if (!copies && !(copies = hvd__group_scratch(g, 1, stride * (size_t)g->size)))
+                return HVD_ERR_NO_MEMORY;
+            memcpy(copies + (size_t)m * stride, blocks[m], len);
             blocks[m] = copies + (size_t)m * stride;
         }
         hvd__allreduce_combine(blocks, g->size, acc, o->recv, o->count, o->dtype, o->op,
