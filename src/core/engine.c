@@ -303,11 +303,11 @@ static void *thread_main(void *arg) {
                 wait_cycle_end(e, seen, NULL);
             continue;
         }
-        int64_t wait_us = idle ? 1000000 : last + interval > now ? last + interval - now : 0;
+        int64_t wait_us = idle ? 1000000 : last + interval - now;
         if (driven && !dead) {
-            /* Look again later, later each time while the waiters keep driving. */
-            if (driven_sleep_us < wait_us)
-                wait_us = driven_sleep_us;
+            /* Look again later, later each time while the waiters keep driving (they start
+             * the cycles, this thread none: its interval does not count). */
+            wait_us = driven_sleep_us;
             if (driven_sleep_us < HVD_IDLE_INTERVAL_US)
                 driven_sleep_us *= 2;
         } else {
