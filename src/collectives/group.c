@@ -457,16 +457,18 @@ static hvd_status_t arena_exchange(hvd_group_t *g, hvd_arena_t *a, const int *id
     return st;
 }
 
-/* (hvd__group_allgather_var's choice of the arena, for a block that fits a box) */
+/* (hvd__group_allgather_var's choice of the arena) */
 static hvd_arena_t *box_arena(hvd_group_t *g, size_t len, size_t max, const int **idx) {
     hvd_arena_t *a = hvd__group_arena(g, idx);
-    return a && max <= a->data_bytes && len <= BOX_INLINE ? a : NULL;
+    return a && max <= a->data_bytes && len <= max ? a : NULL;
 }
 
 uint8_t *hvd__group_box(hvd_group_t *g, size_t len, size_t max) {
     const int *idx;
     hvd_arena_t *a = box_arena(g, len, max, &idx);
-    return a ? hvd__arena_box_out(a) + 4 : NULL;
+    if (!a)
+        return NULL;
+    return len <= BOX_INLINE ? hvd__arena_box_out(a) + 4 : hvd__arena_data(a, a->self);
 }
 
 hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, const uint8_t **blocks,
@@ -474,7 +476,7 @@ hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, con
     const int *idx;
     hvd_arena_t *a = box_arena(g, len, max, &idx);
     if (!a)
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: no box for %zu bytes", what, len);
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: no arena for %zu bytes", what, len);
     return arena_exchange(g, a, idx, len, max, blocks, lens, what);
 }
 

@@ -152,10 +152,10 @@ hvd_status_t hvd__group_exchange(hvd_group_t *g, hvd_xfer_t *xfers, size_t n, co
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what);
 
-/* The box exchange: hvd__group_allgather_var for blocks small enough for the host arena's
- * boxes, without copies. hvd__group_box is where this rank writes its block of len bytes
- * before the exchange: NULL unless hvd__group_allgather_var would use the host arena for
- * max (the group is its members, and max fits a slot) and len fits a box. hvd__group_box_exchange
+/* The box exchange: hvd__group_allgather_var in the host arena, without copies.
+ * hvd__group_box is where this rank writes its block of len bytes before the exchange (its
+ * box when the block fits, else its slot): NULL unless hvd__group_allgather_var would use
+ * the host arena for max (the group is its members, and max fits a slot). hvd__group_box_exchange
  * then takes one step; blocks[r] point into the members' boxes, readable only until this group's
  * next step (hvd__group_box_keep copies them into the group's buffer, as hvd__group_allgather_var
  * leaves them). */

@@ -815,10 +815,10 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
 }
 
 /* The cycle of an express call p (engine.c), when this rank has nothing else for it (no named
- * operation new or pending, no join, no shutdown, no timeline) and its message fits the box
- * of the job's one host arena: the message is written straight into the box and the others'
- * are read where they arrived. A uniform cycle runs p from there; any other is kept and goes
- * on as every cycle does. Else a whole cycle. */
+ * operation new or pending, no join, no shutdown, no timeline) and the job's cycles go
+ * through its one host arena: the message is written straight into this rank's box (or
+ * slot) and the others' are read where they arrived. A uniform cycle runs p from there; any other
+ * is kept and goes on as every cycle does. Else a whole cycle. */
 static hvd_status_t run_express(hvd_engine_t *e, hvd_posted_t *p, hvd_response_list_t *resp) {
     hvd_group_t *g = &e->ctx->global;
     uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0, nwords = (nbits + 63) / 64;

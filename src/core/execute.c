@@ -51,9 +51,10 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
     switch (o->coll) {
     case HVD_COLL_ALLREDUCE: {
         /* A payload may sit at any offset of its cycle message: the kernels get aligned
-         * copies of those not 8-byte aligned (at most 64 KiB a rank; those in the arena's
-         * boxes are aligned). */
-        size_t len = p->payload_len, stride = (len + 63) & ~(size_t)63;
+         * copies of those not aligned for the working dtype (at most 64 KiB a rank; those
+         * read in place from the host arena are aligned). */
+        size_t len = p->payload_len, stride = (len + 63) & ~(size_t)63,
+               align = hvd__dtype_size(hvd__allreduce_work_dtype(o->dtype));
         uint8_t *acc = hvd__group_scratch(g, 0, len), *copies = NULL;
         if (!acc)
             return HVD_ERR_NO_MEMORY;
@@ -61,7 +62,7 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
             if (e->msgs[g->members[m]].payload_len != len)
                 return hvd__error_set(HVD_ERR_PROTOCOL, "allreduce: rank %d sent %u bytes",
                                       g->members[m], e->msgs[g->members[m]].payload_len);
-            if (!len || (uintptr_t)blocks[m] % 8 == 0)
+            if (!len || (uintptr_t)blocks[m] % align == 0)
                 continue;
             if (!copies && !(copies = hvd__group_scratch(g, 1, stride * (size_t)g->size)))
                 return HVD_ERR_NO_MEMORY;
