@@ -30,11 +30,14 @@
 #include <sys/uio.h>
 
 /* A waiter busy-polls on its core for this long, then yields the core on every further idle
- * turn until its busy-poll budget ends. A peer that answers within tens of microseconds is
+ * turn until its busy-poll budget ends. A peer that answers within a few microseconds is
  * running; one that takes longer is more often waiting for a core (other jobs, data loader
- * workers, other tests), and a waiter that kept spinning would keep that core from it. A
- * yield with nothing else to run returns at once, so an idle machine's latency is unchanged. */
-#define HVD_SPIN_ALONE_US 50
+ * workers, or the waiter itself: a job's processes often start on one core and are spread
+ * only some milliseconds later), and a waiter that kept spinning would keep that core from
+ * it. A yield with nothing else to run returns at once, so an idle machine's latency is
+ * unchanged. At 50 us, 4 of 10 two-rank jobs on this machine spent their first ~120 small
+ * allreduces at 60-150 us each, both ranks on one core spinning in turn; at 5 us none of 12. */
+#define HVD_SPIN_ALONE_US 5
 
 #define HVD_XFER_MAX_IOV 2
 
