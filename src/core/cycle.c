@@ -838,17 +838,18 @@ static hvd_status_t run_express(hvd_engine_t *e, hvd_posted_t *p, hvd_response_l
     m.nwords = nwords;
     m.payload = p->payload;
     m.payload_len = (uint32_t)p->payload_len;
+    /* no hits: zero words, as build_message writes them (and the areas process combines
+     * the others' words in, should the cycle not be uniform) */
+    hvd_status_t st = hvd__engine_reserve(&e->words, &e->words_cap, 4 * wbytes + 1);
+    if (st != HVD_OK)
+        return st;
     if (wbytes) {
-        /* (no hits: zero words, as build_message writes them) */
-        hvd_status_t st = hvd__engine_reserve(&e->words, &e->words_cap, 4 * wbytes + 1);
-        if (st != HVD_OK)
-            return st;
         memset(e->words, 0, wbytes);
         m.hits = e->words;
     }
     hvd__cycle_encode(&m, box);
-    hvd_status_t st = hvd__group_box_exchange(g, len, message_max(nwords, pmax), e->blocks,
-                                              e->block_lens, "cycle");
+    st = hvd__group_box_exchange(g, len, message_max(nwords, pmax), e->blocks, e->block_lens,
+                                 "cycle");
     if (st != HVD_OK)
         return st;
     if (uniform_blocking(e, p, box, len))
