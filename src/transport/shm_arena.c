@@ -9,6 +9,8 @@
  *             the step number it published last with that parity, then the step's inline
  *             bytes (hvd__arena_box), so that a small step moves in the very lines that
  *             announce it (one transfer per member, not a flag line and then data lines)
+ *   waits     per member one line: whom it waits for while it sleeps, and when it last
+ *             said so (hvd__arena_note_wait)
  *   slots     per member two slots (parity 0 and 1): head, then data
  * Nothing read from the shared part is trusted for memory safety: sizes come from this
  * rank's own arguments, the message is bounded. */
@@ -28,9 +30,13 @@
 #include <unistd.h>
 
 #define LINE 64
-/* "hvdb": the layout with boxes ("hvda" had a progress line per member), so that ranks of
- * different builds on one host refuse each other's arena instead of misreading it. */
-#define MAGIC 0x68766462u
+/* "hvdc": the layout with wait records ("hvdb" had none, "hvda" no boxes either), so that
+ * ranks of different builds on one host refuse each other's arena instead of misreading it. */
+#define MAGIC 0x68766463u
+/* A wait record younger than this is its member's: waiters rewrite theirs on every sleep
+ * slice (at most 100 ms apart, tcp.c and SLEEP_SLICE_MS below), and a stopped process's
+ * grows old. */
+#define WAIT_FRESH_MS 500
 #define ABORT_MSG 1024
 /* How long a sleeper waits before it looks at the members' liveness again: a member killed
  * while the others sleep is noticed within this (plus the hang-up check). */
@@ -70,8 +76,34 @@ static size_t slot_bytes(size_t data_bytes) {
     return lines(HVD_ARENA_SLOT_HEAD + data_bytes);
 }
 
-static size_t off_slots(int n) {
+typedef struct {
+    int32_t rank;    /* the global rank waited for, -1 none */
+    int64_t beat_ms; /* hvd__clock_now_ms when written */
+} wait_rec_t;
+
+static size_t off_waits(int n) {
     return OFF_BOXES + (size_t)n * 2 * BOX;
+}
+
+static size_t off_slots(int n) {
+    return off_waits(n) + (size_t)n * LINE;
+}
+
+static wait_rec_t *wait_rec(const hvd_arena_t *a, int idx) {
+    return (wait_rec_t *)(a->base + off_waits(a->n) + (size_t)idx * LINE);
+}
+
+void hvd__arena_note_wait(hvd_arena_t *a, int rank) {
+    wait_rec_t *w = wait_rec(a, a->self);
+    __atomic_store_n(&w->beat_ms, hvd__clock_now_ms(), __ATOMIC_RELAXED);
+    __atomic_store_n(&w->rank, rank, __ATOMIC_RELEASE);
+}
+
+int hvd__arena_waits_for(const hvd_arena_t *a, int idx) {
+    const wait_rec_t *w = wait_rec(a, idx);
+    int rank = __atomic_load_n(&w->rank, __ATOMIC_ACQUIRE);
+    int64_t age = hvd__clock_now_ms() - __atomic_load_n(&w->beat_ms, __ATOMIC_RELAXED);
+    return rank >= 0 && age < WAIT_FRESH_MS ? rank : -1;
 }
 
 size_t hvd__arena_bytes(int n, size_t data_bytes) {
@@ -215,8 +247,14 @@ static hvd_status_t timeout_error(hvd_arena_t *a, uint64_t want) {
     for (int i = 0; i < a->n && len < sizeof who; i++) {
         if (i == a->self || published(a, i, want))
             continue;
-        int w = snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
-                         a->ranks ? a->ranks[i] : i);
+        /* A member that still says whom it waits for is blocked, not stopped: name that
+         * rank too (a rank waiting across hosts for a stopped one, say). */
+        int self = a->ranks ? a->ranks[a->self] : a->self, via = hvd__arena_waits_for(a, i);
+        char also[64] = "";
+        if (via >= 0 && via != self)
+            snprintf(also, sizeof also, " (itself waiting for rank %d)", via);
+        int w = snprintf(who + len, sizeof who - len, "%s%d%s", len ? ", " : "",
+                         a->ranks ? a->ranks[i] : i, also);
         if (w > 0)
             len += (size_t)w;
     }
@@ -243,7 +281,20 @@ static hvd_status_t check_failed(const hvd_arena_t *a, uint64_t want, hvd_status
     return unless_done(a, want, first != HVD_OK ? first : st);
 }
 
+static hvd_status_t wait_published(hvd_arena_t *a, int *noted);
+
 hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
+    int noted = 0;
+    hvd_status_t st = wait_published(a, &noted);
+    /* A failed wait leaves its record to age: the caller aborts next, and until then a host
+     * peer timing out on this rank still reads whom it was waiting for. */
+    if (noted && st == HVD_OK)
+        hvd__arena_note_wait(a, -1);
+    return st;
+}
+
+/* hvd__arena_wait; *noted once this rank's wait record says whom it waits for. */
+static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
     uint64_t want = a->seq;
     int first = 0, left = missing(a, want, &first);
     if (!left)
@@ -274,6 +325,10 @@ hvd_status_t hvd__arena_wait(hvd_arena_t *a) {
             uint32_t bell = __atomic_load_n(&w->bell, __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
             int still = missing(a, want, &first);
+            if (still) {
+                hvd__arena_note_wait(a, a->ranks ? a->ranks[first] : first);
+                *noted = 1;
+            }
             if (still && __atomic_load_n(&abort_rec(a)->state, __ATOMIC_ACQUIRE) != 2) {
                 struct timespec ts = {0, SLEEP_SLICE_MS * 1000000L};
                 futex(&w->bell, FUTEX_WAIT, bell, &ts);

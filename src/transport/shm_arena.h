@@ -109,6 +109,14 @@ static inline void hvd__arena_flip(hvd_arena_t *a) {
  * cause wins), and wake every sleeping member. */
 void hvd__arena_abort(hvd_arena_t *a, hvd_status_t status, const char *message);
 
+/* This rank's wait record: the global rank it waits for while it sleeps in a wait (-1: none
+ * any more), rewritten on every sleep slice, here and in the transport's own waits. A member
+ * that times out waiting for this rank reads it (hvd__arena_waits_for) to tell a rank that is
+ * blocked behind another from one that is stopped, whose record grows old. */
+void hvd__arena_note_wait(hvd_arena_t *a, int rank);
+/* Whom member idx says it waits for, or -1 (none, or its record is stale). */
+int hvd__arena_waits_for(const hvd_arena_t *a, int idx);
+
 /* Wake every member sleeping in a wait (they look at their own state: an interrupt). */
 void hvd__arena_wake(hvd_arena_t *a);
 

@@ -43,6 +43,9 @@
  * beyond, the oldest is dropped to make room), each for at most HANDSHAKE_MS. */
 #define MAX_PENDING 16
 #define HANDSHAKE_MS 10000
+/* How much longer than HOROVOD_GLOO_TIMEOUT_SECONDS an exchange waits for another rank's
+ * failure before it fails with its own timeout (tcp_exchange says why). */
+#define TIMEOUT_GRACE_US 250000
 /* Data bytes of each direction's ring between two ranks of one host: 1 MiB keeps a ring step
  * of a large allreduce streaming (measured against 4 MiB: no faster at np 2). Every ring is
  * allocated whole when its pair connects (hvd__shm_create), so on a host with many ranks the
@@ -930,10 +933,28 @@ static void describe_waits(tcp_t *t, hvd_xfer_t *xfers, char *out, size_t out_si
         }
         if (!what)
             continue;
-        int w = snprintf(out + n, out_size - n, "%s%s %s", n ? "; " : "", name, what);
+        /* a same-host peer blocked behind another rank says so in the arena */
+        int via = -1;
+        for (int i = 0; t->arena_usable && i < t->arena_n; i++)
+            if (t->arena_ranks[i] == r && i != t->arena_self)
+                via = hvd__arena_waits_for(&t->arena, i);
+        char also[64] = "";
+        if (via >= 0 && via != t->base.rank)
+            snprintf(also, sizeof also, " (itself waiting for rank %d)", via);
+        int w = snprintf(out + n, out_size - n, "%s%s %s%s", n ? "; " : "", name, what, also);
         if (w > 0)
             n += (size_t)w;
     }
+}
+
+/* The first peer the exchange still waits for, for this rank's wait record (-1: none). */
+static int first_waited(tcp_t *t) {
+    for (int r = 0; r < t->base.size; r++) {
+        const peer_t *p = &t->peers[r];
+        if (p->active && (p->state != PEER_READY || p->recv_head != NONE || p->send_head != NONE))
+            return r;
+    }
+    return -1;
 }
 
 static int is_interrupted(tcp_t *t) {
@@ -1031,6 +1052,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     if (t->poison != HVD_OK)
         return tcp_health(base);
     int nactive = 0;
+    int noted = 0; /* this rank's wait record in the host arena says whom it waits for */
     hvd_status_t st = HVD_OK;
     if (is_interrupted(t)) {
         st = interrupt_error(t);
@@ -1066,6 +1088,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     size_t remaining = n;
     int64_t last_progress = hvd__clock_now_us();
     int64_t idle_limit_us = (int64_t)t->timeout_ms * 1000;
+    int grace = 0;
     while (remaining > 0) {
         int progressed = 0;
         if (is_interrupted(t)) {
@@ -1113,6 +1136,15 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
             continue;
         }
         int64_t idle = now - last_progress;
+        if (idle >= idle_limit_us && !grace) {
+            /* A peer blocked behind another rank (on its host, say) times out at about the
+             * same moment and tells every peer whom it waited for: a moment for that cause
+             * to arrive (it ends this wait, as any peer's failure does) before naming the
+             * peer this rank waited for, who may only be blocked. */
+            grace = 1;
+            idle_limit_us += TIMEOUT_GRACE_US;
+            continue;
+        }
         if (idle >= idle_limit_us) {
             char waits[768];
             describe_waits(t, xfers, waits, sizeof waits);
@@ -1133,13 +1165,20 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
         if (shm_sleep(t, xfers, nactive))
             continue;
         accept_all(t);
+        if (t->arena_usable) {
+            /* (rewritten every slice: a record that grows old means a stopped process) */
+            hvd__arena_note_wait(&t->arena, first_waited(t));
+            noted = 1;
+        }
         struct epoll_event ev[32];
         int64_t left_ms = (idle_limit_us - idle) / 1000 + 1;
-        int rc = epoll_wait(t->epfd, ev, 32, left_ms > 1000 ? 1000 : (int)left_ms);
+        int rc = epoll_wait(t->epfd, ev, 32, left_ms > 100 ? 100 : (int)left_ms);
         (void)rc;
     }
     for (int k = 0; k < nactive; k++)
         t->peers[t->active[k]].active = 0;
+    if (noted)
+        hvd__arena_note_wait(&t->arena, -1);
     return HVD_OK;
 
 fail:
@@ -1152,6 +1191,9 @@ fail:
         snprintf(copy, sizeof copy, "%s", hvd_last_error());
         tcp_abort(base, st, copy);
     }
+    /* (only now: a host peer timing out meanwhile reads either the record or the abort) */
+    if (noted)
+        hvd__arena_note_wait(&t->arena, -1);
     return hvd__error_prefix(st, what);
 }
 

@@ -16,6 +16,8 @@
 #include "os/shm.h"
 #include "transport/shm_arena.h"
 
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -128,6 +130,48 @@ static void test_timeout_names_the_missing_members(void **state) {
     munmap(mem, hvd__arena_bytes(3, DATA));
 }
 
+/* A member blocked elsewhere (a transport wait for rank 7) rewrites its wait record on every
+ * sleep slice: the timeout names whom it waits for. A member whose record is old (it said it
+ * waited for rank 8, then stopped) is named alone, and so is one waiting for the waiter. */
+static void test_timeout_names_whom_a_blocked_member_waits_for(void **state) {
+    (void)state;
+    void *mem = fresh(3);
+    hvd_arena_t a, b, c;
+    view(&a, mem, 3, 0, 1000);
+    view(&b, mem, 3, 1, 1000);
+    view(&c, mem, 3, 2, 1000);
+    int ranks[3] = {10, 11, 12};
+    a.ranks = ranks;
+    hvd__arena_note_wait(&c, 8);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; i < 60; i++) {
+            hvd__arena_note_wait(&b, 7);
+            usleep(50 * 1000);
+        }
+        _exit(0);
+    }
+    assert_int_equal(hvd__arena_step(&a), HVD_ERR_TIMEOUT);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hvd_last_error());
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_non_null(strstr(msg, "rank 11 (itself waiting for rank 7), 12 to reach"));
+    assert_null(strstr(msg, "rank 8"));
+    hvd__arena_note_wait(&b, 7);
+    assert_int_equal(hvd__arena_waits_for(&a, 1), 7);
+    hvd__arena_note_wait(&b, -1);
+    assert_int_equal(hvd__arena_waits_for(&a, 1), -1);
+    hvd__arena_note_wait(&b, 10); /* member 1 waits for member 0 itself: not named */
+    view(&a, mem, 3, 0, 500);
+    a.ranks = ranks;
+    hvd__arena_note_wait(&c, -1);
+    assert_int_equal(hvd__arena_step(&a), HVD_ERR_TIMEOUT);
+    assert_null(strstr(hvd_last_error(), "itself"));
+    munmap(mem, hvd__arena_bytes(3, DATA));
+}
+
 static int checks;
 static hvd_status_t failing_check(void *ctx) {
     (void)ctx;
@@ -219,6 +263,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_members_read_each_others_steps),
         cmocka_unit_test(test_timeout_names_the_missing_members),
+        cmocka_unit_test(test_timeout_names_whom_a_blocked_member_waits_for),
         cmocka_unit_test(test_check_error_ends_the_wait),
         cmocka_unit_test(test_abort_from_another_process_wakes_a_sleeper),
         cmocka_unit_test(test_mismatched_header_is_refused),
