@@ -243,12 +243,11 @@ static hvd_status_t make_solo_groups(hvd_context_t *c) {
 
 /* Sizes from which allreduce and allgather go hierarchically when HOROVOD_HIERARCHICAL_* is
  * left to hvd (auto), in KiB. Measured across network-namespace hosts on one machine
- * (tools/compare_hosts.sh; README, "Hierarchical collectives"): with two hosts the
- * hierarchical allreduce is level or ahead from 256 KiB, with three only from 32 MiB (at
- * 4-16 MiB its three-way exchange between hosts is slower than the flat ring); the
- * hierarchical allgather is ahead only from 32 MiB. */
-#define HIER_AUTO_AR_KIB_2HOSTS 256
-#define HIER_AUTO_AR_KIB 32768
+ * (tools/compare_hosts.sh; README, "Hierarchical collectives"): the hierarchical allreduce
+ * is level or ahead from 256 KiB with two hosts and with three (there, an earlier sweep of
+ * 5-50 calls per size put it behind at 4-16 MiB; with 100-1,000 calls it is level or
+ * ahead); the hierarchical allgather is ahead only from 32 MiB. */
+#define HIER_AUTO_AR_KIB 256
 #define HIER_AUTO_AG_KIB 32768
 
 /* The group rank of local rank j on host h at grid[h * L + j], from every rank's place; NULL
@@ -322,10 +321,9 @@ static hvd_status_t plan_hierarchical(hvd_context_t *c, const hvd_rank_info_t *i
     g->hier_local = &c->local;
     g->hier_cross = &c->cross;
     g->hier_grid = grid;
-    size_t ar_kib = c->cross.size == 2 ? HIER_AUTO_AR_KIB_2HOSTS : HIER_AUTO_AR_KIB;
-    g->hier_min_bytes = hier_min(ar, ar_kib);
+    g->hier_min_bytes = hier_min(ar, HIER_AUTO_AR_KIB);
     g->hier_ag_min_bytes = hier_min(ag, HIER_AUTO_AG_KIB);
-    log_hier_choice(p->rank, "allreduce", ar, ar_kib);
+    log_hier_choice(p->rank, "allreduce", ar, HIER_AUTO_AR_KIB);
     log_hier_choice(p->rank, "allgather", ag, HIER_AUTO_AG_KIB);
     return HVD_OK;
 }
