@@ -11,6 +11,9 @@ hvd_unit_test(frame tests/unit/test_frame.c)
 # Negotiation message codecs (request and response lists of the core).
 hvd_unit_test(negotiate tests/unit/test_negotiate.c)
 target_compile_definitions(negotiate PRIVATE HVD_FUZZ_SEEDS="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
+# The engine's per-cycle control message codec, and its fuzz seeds.
+hvd_unit_test(cycle_msg tests/unit/test_cycle_msg.c)
+target_compile_definitions(cycle_msg PRIVATE HVD_FUZZ_SEEDS="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
 # Ranks as threads over loopback TCP: control-plane gather/broadcast and an allreduce.
 hvd_unit_test(control tests/unit/test_control.c)
 # The shared-memory ring of same-host peers and its memfd.
