@@ -457,6 +457,11 @@ static hvd_status_t arena_exchange(hvd_group_t *g, hvd_arena_t *a, const int *id
     return st;
 }
 
+/* Where this rank writes a block of len bytes for arena_exchange. */
+static uint8_t *block_out(const hvd_arena_t *a, size_t len) {
+    return len <= BOX_INLINE ? hvd__arena_box_out(a) + 4 : hvd__arena_data(a, a->self);
+}
+
 /* (hvd__group_allgather_var's choice of the arena) */
 static hvd_arena_t *box_arena(hvd_group_t *g, size_t len, size_t max, const int **idx) {
     hvd_arena_t *a = hvd__group_arena(g, idx);
@@ -466,9 +471,7 @@ static hvd_arena_t *box_arena(hvd_group_t *g, size_t len, size_t max, const int 
 uint8_t *hvd__group_box(hvd_group_t *g, size_t len, size_t max) {
     const int *idx;
     hvd_arena_t *a = box_arena(g, len, max, &idx);
-    if (!a)
-        return NULL;
-    return len <= BOX_INLINE ? hvd__arena_box_out(a) + 4 : hvd__arena_data(a, a->self);
+    return a ? block_out(a, len) : NULL;
 }
 
 hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, const uint8_t **blocks,
@@ -502,8 +505,7 @@ static hvd_status_t arena_allgather_var(hvd_group_t *g, hvd_arena_t *a, const in
                                         const void *mine, size_t len, size_t max,
                                         const uint8_t **blocks, size_t *lens, const char *what) {
     if (len)
-        memcpy(len <= BOX_INLINE ? hvd__arena_box_out(a) + 4 : hvd__arena_data(a, a->self), mine,
-               len);
+        memcpy(block_out(a, len), mine, len);
     hvd_status_t st = arena_exchange(g, a, idx, len, max, blocks, lens, what);
     return st != HVD_OK ? st : hvd__group_box_keep(g, blocks, lens);
 }
