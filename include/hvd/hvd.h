@@ -66,6 +66,43 @@ HVD_API hvd_status_t hvd_init(void);
  * precedence over the environment. */
 HVD_API hvd_status_t hvd_init_ex(const hvd_config_t *config);
 
+/* A key-value store that every rank of a job can reach, provided by the program: the ranks
+ * form the job through it instead of through horovodrun's (hvd_init_store). This is how a
+ * framework that has a store of its own, such as torch.distributed's c10d store under
+ * torchrun, runs hvd without horovodrun. The callbacks are called only during
+ * hvd_init_store, on its thread. */
+typedef struct {
+    int rank, size; /* this process's rank in the job, and the job's size */
+    /* An address (IPv4 literal or name) that every host of the job reaches, such as the
+     * launcher's MASTER_ADDR: the data plane listens on the interface this host reaches it
+     * through. NULL: HOROVOD_GLOO_IFACE or the config's network_interface, else this host's
+     * first address that is not loopback. Copied. */
+    const char *route_addr;
+    /* Give key the value (len bytes) for every rank. HVD_OK or an error status. */
+    hvd_status_t (*set)(void *user, const char *key, const void *value, size_t len);
+    /* Wait at most timeout_ms until key has a value, then copy at most cap bytes of it into
+     * buf and its whole length into *len_p. HVD_OK, HVD_ERR_TIMEOUT when it never came, or
+     * another error status. */
+    hvd_status_t (*get)(void *user, const char *key, int timeout_ms, void *buf, size_t cap,
+                        size_t *len_p);
+    /* Optional (may be NULL): the store's description of its last failure, for messages. */
+    const char *(*last_error)(void *user);
+    void *user;
+} hvd_store_t;
+
+/* hvd_init_ex for a job whose rank and size come from the program and whose ranks meet through
+ * store: every rank publishes where its data plane listens (keys "hvd.<n>.*", n counting this
+ * process's hvd_init calls) and reads every other rank's. Ranks on one host (same host name
+ * and network namespace, or the same HOROVOD_HOSTNAME) form the local communicator and share
+ * memory. The job secret that guards the data plane is _HOROVOD_SECRET_KEY or the file named
+ * by HVD_SECRET_FILE when set (the same on every rank: nothing secret enters the store);
+ * otherwise rank 0 makes one and publishes it in the store, which is then exactly as
+ * protected as the store is. Every wait is bounded by the config's timeout_seconds
+ * (HOROVOD_GLOO_TIMEOUT_SECONDS); a rank that never checks in is named. Blocks. Returns as
+ * hvd_init_ex, and HVD_ERR_INVALID_ARG for a NULL store or callback, or rank or size out of
+ * range. */
+HVD_API hvd_status_t hvd_init_store(const hvd_config_t *config, const hvd_store_t *store);
+
 /* Release everything hvd_init acquired (connections, sockets, buffers); hvd_init may then be
  * called again. Returns HVD_ERR_SHUT_DOWN if not initialised. Blocks briefly. */
 HVD_API hvd_status_t hvd_shutdown(void);

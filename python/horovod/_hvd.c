@@ -423,6 +423,100 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- init_store: hvd_init_store over a store written in Python ----
+ *
+ * The callbacks run on hvd_init_store's thread, which released the GIL: each takes it back
+ * for its call. A Python exception becomes an error status, its text kept for the message;
+ * TimeoutError from get means the key never came. */
+typedef struct {
+    PyObject *set, *get;
+    char error[512];
+} py_store_t;
+
+/* The pending exception's text into s->error (then cleared); 1 when it was a TimeoutError. */
+static int take_exception(py_store_t *s) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    int timeout = type && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *t = text ? PyUnicode_AsUTF8(text) : NULL;
+    snprintf(s->error, sizeof s->error, "%s: %s", type ? ((PyTypeObject *)type)->tp_name : "error",
+             t ? t : "?");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return timeout;
+}
+
+static hvd_status_t py_store_set(void *user, const char *key, const void *value, size_t len) {
+    py_store_t *s = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallFunction(s->set, "sy#", key, (const char *)value, (Py_ssize_t)len);
+    hvd_status_t st = HVD_OK;
+    if (!r) {
+        take_exception(s);
+        st = HVD_ERR_IO;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return st;
+}
+
+static hvd_status_t py_store_get(void *user, const char *key, int timeout_ms, void *buf, size_t cap,
+                                 size_t *len_p) {
+    py_store_t *s = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallFunction(s->get, "si", key, timeout_ms);
+    hvd_status_t st = HVD_OK;
+    char *data;
+    Py_ssize_t len;
+    if (!r) {
+        st = take_exception(s) ? HVD_ERR_TIMEOUT : HVD_ERR_IO;
+    } else if (PyBytes_AsStringAndSize(r, &data, &len) != 0) {
+        take_exception(s);
+        st = HVD_ERR_PROTOCOL;
+    } else {
+        memcpy(buf, data, (size_t)len < cap ? (size_t)len : cap);
+        *len_p = (size_t)len;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return st;
+}
+
+static const char *py_store_error(void *user) {
+    return ((py_store_t *)user)->error;
+}
+
+static PyObject *py_init_store(PyObject *self, PyObject *args) {
+    int rank, size, timeout_s;
+    const char *route;
+    py_store_t store = {0};
+    if (!PyArg_ParseTuple(args, "iizOOi", &rank, &size, &route, &store.set, &store.get, &timeout_s))
+        return NULL;
+    if (!PyCallable_Check(store.set) || !PyCallable_Check(store.get)) {
+        PyErr_SetString(PyExc_TypeError, "init_store: set and get must be callable");
+        return NULL;
+    }
+    hvd_config_t config;
+    hvd_config_init(&config);
+    config.timeout_seconds = timeout_s;
+    hvd_store_t hs = {.rank = rank,
+                      .size = size,
+                      .route_addr = route,
+                      .set = py_store_set,
+                      .get = py_store_get,
+                      .last_error = py_store_error,
+                      .user = &store};
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_init_store(&config, &hs);
+    Py_END_ALLOW_THREADS if (st != HVD_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_shutdown(PyObject *self, PyObject *unused) {
     hvd_status_t st;
     Py_BEGIN_ALLOW_THREADS st = hvd_shutdown();
@@ -760,6 +854,8 @@ static PyMethodDef methods[] = {
      "Register HorovodInternalError and "
      "HostsUpdatedInterrupt."},
     {"init", py_init, METH_VARARGS, "hvd_init (elastic: retried while the round forms)."},
+    {"init_store", py_init_store, METH_VARARGS,
+     "hvd_init_store(rank, size, route_addr, set, get, timeout_s) over Python callables."},
     {"shutdown", py_shutdown, METH_NOARGS, "hvd_shutdown (no-op when not initialised)."},
     {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
     {"rank", py_rank, METH_NOARGS, NULL},

@@ -62,6 +62,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_START_TIMEOUT", HVD_PARAM_INT, "30", 1, IMAX, L, OFF(start_timeout), "Launcher: deadline in seconds for start-up checks (default of --start-timeout)."},
     {"HOROVOD_ELASTIC_TIMEOUT", HVD_PARAM_INT, "600", 1, IMAX, W | L, OFF(elastic_timeout), "Elastic wait in seconds for enough slots (default of --elastic-timeout); a re-initialising worker waits this long plus HOROVOD_GLOO_TIMEOUT_SECONDS for its new place."},
     {HVD_SECRET_ENV, HVD_PARAM_STR, NULL, 0, 0, W, OFF(secret_key), "Job secret (hex) handed to workers by horovodrun; never printed."},
+    {"HVD_SECRET_FILE", HVD_PARAM_STR, NULL, 0, 0, W, OFF(secret_file), "hvd: a file holding the job secret (64 hex digits), the same on every rank, for jobs formed through the program's store (hvd_init_store, the torch.distributed backend): the secret then never enters that store."},
 };
 /* clang-format on */
 

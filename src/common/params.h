@@ -65,6 +65,7 @@ typedef struct hvd_params {
     int elastic_timeout;
     /* the job secret, hex; never logged */
     char *secret_key;
+    char *secret_file; /* HVD_SECRET_FILE: where a store-formed job's secret is */
 } hvd_params_t;
 
 typedef struct {

@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "core/elastic_rendezvous.h"
 #include "core/pmix_exchange.h"
+#include "core/store_exchange.h"
 #include "rendezvous/elastic_msg.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/rank_plan.h"
@@ -81,24 +82,30 @@ static int parse_rank_value(const char *v, hvd_rank_info_t *info) {
     return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
 }
 
-/* The same check-in through PMIx (a plain Open MPI mpirun): every rank's record, and rank 0's
- * job secret, which from here on guards the data plane. */
-static hvd_status_t check_in_pmix(hvd_context_t *c, const char *value, hvd_rank_info_t *infos) {
+/* The check-in through an exchange that hands back every rank's record and rank 0's job
+ * secret at once: PMIx (a plain Open MPI mpirun) or the program's store (hvd_init_store).
+ * The secret from here on guards the data plane. */
+static hvd_status_t check_in_exchange(hvd_context_t *c, const char *value, hvd_rank_info_t *infos) {
     const hvd_params_t *p = &c->params;
     char **records = NULL;
     hvd_secret_t secret;
-    hvd_status_t st = hvd__pmix_exchange(p->rank, p->size, value, &c->secret,
-                                         p->gloo_timeout_seconds, &records, &secret);
+    const char *via = c->ext_store ? "the store" : "PMIx";
+    hvd_status_t st = c->ext_store ? hvd__store_exchange(c->ext_store, c->generation, value,
+                                                         &c->secret, c->ext_publish_secret,
+                                                         p->gloo_timeout_seconds, &records, &secret)
+                                   : hvd__pmix_exchange(p->rank, p->size, value, &c->secret,
+                                                        p->gloo_timeout_seconds, &records, &secret);
     if (st != HVD_OK)
-        return hvd__error_wrap(st, "rank %d could not meet the other ranks through PMIx", p->rank);
+        return hvd__error_wrap(st, "rank %d could not meet the other ranks through %s", p->rank,
+                               via);
     c->secret = secret;
     hvd__secret_wipe(&secret);
     for (int r = 0; r < p->size && st == HVD_OK; r++)
         if (parse_rank_value(records[r], &infos[r]) != 0)
             st = hvd__error_set(HVD_ERR_PROTOCOL,
-                                "rank %d: the PMIx check-in record of rank %d is malformed "
+                                "rank %d: the check-in record of rank %d in %s is malformed "
                                 "(mixed hvd versions in one job?)",
-                                p->rank, r);
+                                p->rank, r, via);
     hvd__pmix_records_free(records, p->size);
     return st;
 }
@@ -372,7 +379,7 @@ hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_ran
     hvd_rank_place_t *places = NULL;
     int planned = 0;
     if (!c->store) {
-        st = check_in_pmix(c, value, infos);
+        st = check_in_exchange(c, value, infos);
     } else {
         st = !c->elastic && p->size > p->check_in_all_max ? read_plan(c, &plan, &places)
                                                           : HVD_ERR_NOT_FOUND;

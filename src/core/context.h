@@ -3,6 +3,8 @@
 #ifndef HVD_CORE_CONTEXT_H
 #define HVD_CORE_CONTEXT_H
 
+#include <hvd/hvd.h>
+
 #include "collectives/group.h"
 #include "core/check_in.h"
 #include "common/params.h"
@@ -29,6 +31,10 @@ typedef struct hvd_context {
     struct hvd_pset **psets;
     int npsets, next_pset;
     hvd_engine_t *engine; /* the core: every collective goes through it */
+    /* hvd_init_store: the program's store the ranks meet through, and whether rank 0's
+     * secret travels in it (no secret given out of band); only while hvd_init_store runs */
+    const hvd_store_t *ext_store;
+    int ext_publish_secret;
 } hvd_context_t;
 
 /* 1 and the round (into *round_p, may be NULL) when hvd is initialised in elastic mode;

@@ -69,6 +69,27 @@ static hvd_status_t cross_from_check_in(hvd_context_t *c, hvd_rank_info_t *infos
     return HVD_OK;
 }
 
+/* A job formed through the program's store knows only its rank and size up front: every
+ * rank's local rank (its place among the ranks of its host, in global rank order), the local
+ * size and the cross ranks follow from the host names of the check-in. */
+static hvd_status_t topology_from_hosts(hvd_context_t *c, hvd_rank_info_t *infos) {
+    hvd_params_t *p = &c->params;
+    int *local = calloc((size_t)p->size, sizeof *local);
+    if (!local)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    int local_size = 0;
+    for (int r = 0; r < p->size; r++) {
+        for (int q = 0; q < r; q++)
+            local[r] += strcmp(infos[q].addr.host, infos[r].addr.host) == 0;
+        infos[r].local_rank = local[r];
+        local_size += strcmp(infos[r].addr.host, infos[p->rank].addr.host) == 0;
+    }
+    p->local_rank = local[p->rank];
+    p->local_size = local_size;
+    free(local);
+    return cross_from_check_in(c, infos);
+}
+
 static hvd_status_t check_topology(const hvd_params_t *p) {
     if (p->rank >= p->size)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "HOROVOD_RANK=%d is not below HOROVOD_SIZE=%d",
@@ -112,6 +133,9 @@ static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
     }
     if (p->rendezvous_addr && *p->rendezvous_addr)
         return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);
+    /* (the port only names a UDP destination nothing is sent to) */
+    if (ctx.ext_store && ctx.ext_store->route_addr && *ctx.ext_store->route_addr)
+        return hvd__socket_route_addr(ctx.ext_store->route_addr, 9, out);
     /* no store to route towards (a plain mpirun): the first address that is not loopback */
     hvd_netif_t *list;
     size_t count;
@@ -416,7 +440,9 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     }
     int on_machine = 0, lazy = 0;
     st = hvd__check_in(c, addr, port, infos, &on_machine, &lazy);
-    if (st == HVD_OK && mpi_launcher)
+    if (st == HVD_OK && c->ext_store)
+        st = topology_from_hosts(c, infos);
+    else if (st == HVD_OK && mpi_launcher)
         st = cross_from_check_in(c, infos);
     if (st != HVD_OK)
         goto err_close;
@@ -568,13 +594,42 @@ static hvd_status_t enter_elastic(hvd_context_t *c) {
     return st;
 }
 
+/* hvd_init_store: the rank and size are the program's, the place on the host follows at
+ * check-in (topology_from_hosts), and the secret is the one given out of band or, failing
+ * that, a fresh one that rank 0 publishes in the store (check_in.c). */
+static hvd_status_t store_params(hvd_params_t *p) {
+    const hvd_store_t *s = ctx.ext_store;
+    p->rank = s->rank;
+    p->size = s->size;
+    p->local_rank = p->cross_rank = 0;
+    p->local_size = p->cross_size = 1;
+    p->elastic = 0;
+    free(p->rendezvous_addr); /* the store replaces horovodrun's */
+    p->rendezvous_addr = NULL;
+    mpi_launcher = NULL;
+    hvd_status_t st = HVD_OK;
+    if (!getenv_lookup("HOROVOD_HOSTNAME", NULL))
+        st = hvd__mpi_env_host_identity(p, NULL);
+    ctx.ext_publish_secret = 0;
+    if (st != HVD_OK)
+        return st;
+    if (p->secret_key)
+        return hvd__secret_from_hex(p->secret_key, &ctx.secret);
+    if (p->secret_file)
+        return hvd__secret_read_file(p->secret_file, &ctx.secret);
+    ctx.ext_publish_secret = 1;
+    return hvd__secret_generate(&ctx.secret);
+}
+
 static hvd_status_t init_locked(void) {
     hvd_status_t st = hvd__params_load(&ctx.params, NULL, NULL);
     if (st != HVD_OK)
         return st;
     hvd_params_t *p = &ctx.params;
-    st = hvd__mpi_env_apply(p, getenv_lookup, NULL, &mpi_launcher);
+    st =
+        ctx.ext_store ? store_params(p) : hvd__mpi_env_apply(p, getenv_lookup, NULL, &mpi_launcher);
     if (st != HVD_OK) {
+        hvd__secret_wipe(&ctx.secret);
         hvd__params_fini(&ctx.params);
         return st;
     }
@@ -595,6 +650,8 @@ static hvd_status_t init_locked(void) {
     int via_pmix = (!p->rendezvous_addr || !*p->rendezvous_addr) && p->size > 1 && mpi_launcher &&
                    (strcmp(mpi_launcher, "Open MPI") == 0 ||
                     (strcmp(mpi_launcher, "Slurm") == 0 && getenv("PMIX_RANK")));
+    /* the program's store: the same path, its exchange through that store (check_in.c) */
+    int via_store = ctx.ext_store && p->size > 1;
     if (!p->rendezvous_addr || !*p->rendezvous_addr) {
         if (p->size != 1 && mpi_launcher && strcmp(mpi_launcher, "Slurm") == 0 && !via_pmix) {
             const char *type = getenv("SLURM_MPI_TYPE");
@@ -615,14 +672,14 @@ static hvd_status_t init_locked(void) {
                                 p->rank, p->size, mpi_launcher);
             goto err_release;
         }
-        if (p->size != 1 && !via_pmix) {
+        if (p->size != 1 && !via_pmix && !via_store) {
             st = hvd__error_set(HVD_ERR_INVALID_ARG,
                                 "HOROVOD_SIZE=%d but HOROVOD_GLOO_RENDEZVOUS_ADDR is not set: "
                                 "start the job with horovodrun",
                                 p->size);
             goto err_release;
         }
-        if (!via_pmix) {
+        if (!via_pmix && !via_store) {
             st = make_solo_groups(&ctx);
             if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
                 free_groups(&ctx);
@@ -631,9 +688,10 @@ static hvd_status_t init_locked(void) {
             return HVD_OK;
         }
     }
-    if (via_pmix) {
-        /* rank 0's secret replaces this one in the exchange (check_in) */
-        if ((st = hvd__secret_generate(&ctx.secret)) != HVD_OK)
+    if (via_pmix || via_store) {
+        /* rank 0's secret replaces this one in the exchange (check_in); store_params made the
+         * store path's */
+        if (via_pmix && (st = hvd__secret_generate(&ctx.secret)) != HVD_OK)
             goto err_release;
         if (config.timeout_seconds > 0)
             ctx.params.gloo_timeout_seconds = config.timeout_seconds;
@@ -707,7 +765,8 @@ static void watch_exit(void) {
         registered = 1;
 }
 
-hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
+/* hvd_init_ex, through the program's store when store is not NULL. */
+static hvd_status_t init_with(const hvd_config_t *cfg, const hvd_store_t *store) {
     pthread_mutex_lock(&life_lock);
     pthread_rwlock_wrlock(&use_lock);
     pthread_mutex_lock(&ctx_lock);
@@ -727,6 +786,7 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
         st = hvd__error_set(HVD_ERR_STATE, "hvd_init: already initialised (call hvd_shutdown "
                                            "first)");
     } else {
+        ctx.ext_store = store;
         st = init_locked();
         if (st == HVD_OK) {
             ctx.initialized = 1;
@@ -742,10 +802,26 @@ hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
         ctx.generation++;
     }
     config.network_interface = NULL; /* the caller's string is not kept */
+    ctx.ext_store = NULL;            /* nor its store */
     pthread_mutex_unlock(&ctx_lock);
     pthread_rwlock_unlock(&use_lock);
     pthread_mutex_unlock(&life_lock);
     return st;
+}
+
+hvd_status_t hvd_init_ex(const hvd_config_t *cfg) {
+    return init_with(cfg, NULL);
+}
+
+hvd_status_t hvd_init_store(const hvd_config_t *cfg, const hvd_store_t *store) {
+    if (!store || !store->set || !store->get)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_init_store: %s",
+                              !store ? "store is NULL" : "the store's set or get is NULL");
+    if (store->size < 1 || store->rank < 0 || store->rank >= store->size)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "hvd_init_store: rank %d is not a rank of a job of size %d",
+                              store->rank, store->size);
+    return init_with(cfg, store);
 }
 
 hvd_status_t hvd_shutdown(void) {

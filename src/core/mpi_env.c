@@ -44,9 +44,7 @@ static hvd_status_t get_int(hvd_mpi_env_lookup_fn lookup, void *arg, const char 
     return HVD_OK;
 }
 
-/* Slurm's name for this node when it gives one (it tells nodes apart), else
- * "<host name>-<network namespace inode>" */
-static hvd_status_t host_identity(hvd_params_t *p, const char *node_name) {
+hvd_status_t hvd__mpi_env_host_identity(hvd_params_t *p, const char *node_name) {
     char name[256] = "localhost";
     gethostname(name, sizeof name - 1);
     struct stat st;
@@ -114,7 +112,7 @@ hvd_status_t hvd__mpi_env_apply(hvd_params_t *p, hvd_mpi_env_lookup_fn lookup, v
         st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s=%d but this host runs %d of the ranks",
                             m->local_rank, local_rank, local_size);
     if (st == HVD_OK && !lookup("HOROVOD_HOSTNAME", arg))
-        st = host_identity(p, m->local_size ? NULL : lookup("SLURMD_NODENAME", arg));
+        st = hvd__mpi_env_host_identity(p, m->local_size ? NULL : lookup("SLURMD_NODENAME", arg));
     if (st != HVD_OK)
         return st;
     p->rank = rank;

@@ -29,6 +29,11 @@ typedef const char *(*hvd_mpi_env_lookup_fn)(const char *name, void *arg);
 hvd_status_t hvd__mpi_env_apply(hvd_params_t *p, hvd_mpi_env_lookup_fn lookup, void *arg,
                                 const char **launcher_p);
 
+/* Set p->hostname to node_name when given (Slurm's name for this node tells nodes apart),
+ * else to "<host name>-<network namespace inode>", which tells containers and network
+ * namespaces on one machine apart. HVD_ERR_NO_MEMORY. */
+hvd_status_t hvd__mpi_env_host_identity(hvd_params_t *p, const char *node_name);
+
 /* Cross ranks from every rank's local rank: cross_rank[r] = how many ranks below r have the
  * same local rank; *cross_size_p = the number of ranks with local_rank[self]. */
 void hvd__mpi_env_cross(const int *local_rank, int size, int self, int *cross_rank,

@@ -2,7 +2,9 @@
 
 #include "common/error.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -67,4 +69,32 @@ void hvd__secret_to_hex(const hvd_secret_t *secret, char *out) {
 
 void hvd__secret_wipe(hvd_secret_t *secret) {
     explicit_bzero(secret->bytes, sizeof secret->bytes);
+}
+
+hvd_status_t hvd__secret_read_file(const char *path, hvd_secret_t *secret_p) {
+    /* room for the digits, a newline or two and some indentation: a longer file is not one */
+    char buf[HVD_SECRET_HEX_LEN + 64];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return hvd__error_set(HVD_ERR_IO, "cannot read the secret file %s: %s", path,
+                              strerror(errno));
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int more = n == sizeof buf - 1 && fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = '\0';
+    char *start = buf;
+    while (*start && isspace((unsigned char)*start))
+        start++;
+    size_t len = strlen(start);
+    while (len && isspace((unsigned char)start[len - 1]))
+        start[--len] = '\0';
+    hvd_status_t st = more || len != HVD_SECRET_HEX_LEN ? HVD_ERR_INVALID_ARG
+                                                        : hvd__secret_from_hex(start, secret_p);
+    explicit_bzero(buf, sizeof buf);
+    if (st != HVD_OK)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "the secret file %s does not hold a job secret: %d hex digits "
+                              "(e.g. from `openssl rand -hex %d`)",
+                              path, HVD_SECRET_HEX_LEN, HVD_SECRET_LEN);
+    return HVD_OK;
 }

@@ -23,6 +23,12 @@ hvd_status_t hvd__secret_generate(hvd_secret_t *secret_p);
  * never repeats the text, which may be a secret). */
 hvd_status_t hvd__secret_from_hex(const char *hex, hvd_secret_t *secret_p);
 
+/* Read a secret from a file holding its HVD_SECRET_HEX_LEN hex digits (surrounding white
+ * space allowed; at most a few hundred bytes are read whatever the file is). HVD_ERR_IO
+ * naming the file when it cannot be read, HVD_ERR_INVALID_ARG naming it when the content is
+ * not a secret (never repeating the content). */
+hvd_status_t hvd__secret_read_file(const char *path, hvd_secret_t *secret_p);
+
 /* Write the hex form and a terminating NUL into out[HVD_SECRET_HEX_LEN + 1]. */
 void hvd__secret_to_hex(const hvd_secret_t *secret, char *out);
 

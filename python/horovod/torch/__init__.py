@@ -11,6 +11,7 @@ from horovod.common.basics import _basics
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from horovod.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                          remove_process_set)
+from horovod.torch import distributed as _distributed  # noqa: F401  (the "hvd" torch backend)
 from horovod.torch import elastic  # noqa: F401  (hvd.elastic.run, hvd.elastic.TorchState)
 from horovod.torch import mpi_ops as _mpi_ops
 from horovod.torch.compression import Compression

@@ -1,0 +1,667 @@
+"""hvd as a torch.distributed backend: `dist.init_process_group("hvd")`.
+
+Importing `horovod.torch` (or this module alone) registers the backend "hvd". A DDP script
+written for gloo then runs on libhvd's transports by changing that one string:
+
+    import horovod.torch  # registers "hvd"
+    dist.init_process_group("hvd")
+
+Where the world comes from:
+ - under horovodrun, or after `hvd.init()`: the job's (hvd's rank and size; torch's must agree);
+ - under torchrun or any env:// launcher, or with `store=`: libhvd forms its world through the
+   c10d store torch hands the backend (hvd_init_store: every rank's data-plane address is
+   exchanged there). The data plane authenticates with a job secret which rank 0 publishes in
+   that store, unless HVD_SECRET_FILE (or _HOROVOD_SECRET_KEY) gives every rank the same one
+   out of band.
+
+Every collective becomes named operations of libhvd's engine (torch issues a group's
+collectives in the same order on every member, so a per-group counter names them alike on
+every rank), and its Work completes through a future that a completion thread fulfils as soon
+as libhvd is done, whether or not anyone waits: DDP's bucket allreduces overlap the backward
+pass as they do on gloo. `new_group(ranks)` is backed by an hvd process set.
+"""
+import atexit
+import datetime
+import os
+import socket
+import threading
+from collections import deque
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as _c10d
+
+from horovod import _hvd
+from horovod.common.basics import _basics
+from horovod.torch import mpi_ops as _ops
+
+BACKEND = "hvd"
+
+_ProcessGroup = torch._C._distributed_c10d.ProcessGroup
+_work_from_future = torch._C._distributed_c10d._create_work_from_future
+_RedOp = dist.ReduceOp
+
+# torch's reduce ops that libhvd runs itself
+_HVD_OPS = {
+    _RedOp.SUM: _hvd.SUM,
+    _RedOp.PRODUCT: _hvd.PRODUCT,
+    _RedOp.MIN: _hvd.MIN,
+    _RedOp.MAX: _hvd.MAX,
+}
+if hasattr(_RedOp, "AVG"):
+    _HVD_OPS[_RedOp.AVG] = _hvd.AVERAGE
+# the bitwise ops, done locally over an allgather (integers and bool only)
+_BITWISE = {
+    _RedOp.BAND: torch.bitwise_and,
+    _RedOp.BOR: torch.bitwise_or,
+    _RedOp.BXOR: torch.bitwise_xor,
+}
+
+
+def _op_key(op):
+    """A ReduceOp or its RedOpType, as a key of the tables above."""
+    return getattr(op, "op", op) if not isinstance(op, _RedOp) else op
+
+
+# ---- the completion thread: Work futures complete when libhvd is done -----------------------
+
+class _Completer:
+    """Waits for every operation's handles in the order they were posted (one thread; libhvd's
+    engine progresses them all meanwhile) and completes each operation's future."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._queue = deque()
+        self._thread = None
+
+    def submit(self, handles, finish, fut):
+        with self._cv:
+            self._queue.append((handles, finish, fut))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="hvd-dist-completion",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._queue:
+                    self._cv.wait()
+                handles, finish, fut = self._queue.popleft()
+            try:
+                value = finish(_wait_all(handles))
+            except BaseException as e:  # noqa: B902 (every failure goes to the future)
+                fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(str(e)))
+            else:
+                fut.set_result(value)
+
+
+_completer = _Completer()
+
+
+def _wait_all(handles):
+    """Every handle's result; each is waited for (and so released) even after one failed,
+    and then the first failure is raised."""
+    results, error = [], None
+    for h in handles:
+        try:
+            results.append(_hvd.wait(h))
+        except RuntimeError as e:
+            error = error or e
+            results.append(None)
+    if error:
+        raise error
+    return results
+
+
+# ---- the process group --------------------------------------------------------------------
+
+def _dtype(tensor, what):
+    try:
+        return _ops._DTYPES[tensor.dtype]
+    except KeyError:
+        raise RuntimeError(f"hvd backend: {what} does not support {tensor.dtype} tensors "
+                           "(float16, bfloat16, float32, float64, uint8, int8, int16, int32, "
+                           "int64 and bool are)") from None
+
+
+def _check(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"hvd backend: {what} takes tensors, got {type(tensor).__name__}")
+    if tensor.device.type != "cpu":
+        raise RuntimeError(f"hvd backend: {what} runs on CPU tensors; this one is on "
+                           f"{tensor.device}")
+    if tensor.is_sparse:
+        raise RuntimeError(f"hvd backend: {what} does not support sparse tensors")
+    _dtype(tensor, what)
+
+
+def _flat(tensor):
+    """A contiguous 1-D tensor with tensor's elements (tensor itself viewed when it can be)."""
+    return tensor.contiguous().view(-1) if tensor.dim() else tensor.contiguous().view(1)
+
+
+class ProcessGroupHvd(_ProcessGroup):
+    """A torch.distributed process group over libhvd: the world (process set 0) or a group made
+    by new_group (an hvd process set)."""
+
+    def __init__(self, rank, size, pset, global_ranks, group_id):
+        super().__init__(rank, size)
+        self._pset = pset
+        self._global = list(global_ranks)  # group rank -> global rank
+        self._prefix = f"dist.{group_id or 'world'}"
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    # torch asks the backend its name through either of these
+    def getBackendName(self):
+        return BACKEND
+
+    def _get_backend_name(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    # -- plumbing
+
+    def _names(self, n):
+        with self._lock:
+            base = self._seq
+            self._seq += 1
+        return [f"{self._prefix}.{base}.{i}" for i in range(n)]
+
+    def _item(self, name, send, recv, like, op=_hvd.SUM, root=0, splits=None, allocate=False):
+        return (name, send.data_ptr() if send is not None else 0,
+                recv.data_ptr() if recv is not None else 0, _dtype(like, "this operation"),
+                tuple(like.shape), op, 1.0, 1.0, int(root), splits, self._pset, bool(allocate))
+
+    def _post(self, kind, items, finish, keep):
+        """Enqueue items atomically; the returned Work's future gets finish(results). keep:
+        what must stay alive until libhvd is done (buffers it reads or writes)."""
+        try:
+            handles = _hvd.enqueue(kind, items)
+        except ValueError as e:
+            raise ValueError(f"hvd backend: {e}") from None
+        fut = torch.futures.Future()
+        _completer.submit(handles, lambda results, keep=keep: finish(results), fut)
+        return _work_from_future(fut)
+
+    def _done(self, value):
+        fut = torch.futures.Future()
+        fut.set_result(value)
+        return _work_from_future(fut)
+
+    def _root(self, root, what):
+        if not 0 <= root < self.size():
+            raise ValueError(f"hvd backend: {what}: root {root} is not a rank of this group of "
+                             f"{self.size()}")
+        return self._global[root]
+
+    # -- allreduce
+
+    def _allreduce(self, tensors, op, what):
+        for t in tensors:
+            _check(t, what)
+        key = _op_key(op)
+        if key in _BITWISE:
+            return self._bitwise_allreduce(tensors, _BITWISE[key], what)
+        if key not in _HVD_OPS:
+            raise RuntimeError(f"hvd backend: {what} does not support the reduce op {op}")
+        hop = _HVD_OPS[key]
+        bufs = [_flat(t) for t in tensors]
+        names = self._names(len(tensors))
+        items = [self._item(n, b, b, b, op=hop) for n, b in zip(names, bufs)]
+
+        def finish(_, tensors=tensors, bufs=bufs):
+            for t, b in zip(tensors, bufs):
+                if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
+                    t.copy_(b.view(t.shape))
+            return tensors
+        return self._post(_hvd.ALLREDUCE, items, finish, (tensors, bufs))
+
+    def _bitwise_allreduce(self, tensors, fn, what):
+        for t in tensors:
+            if t.is_floating_point():
+                raise RuntimeError(f"hvd backend: {what}: bitwise reductions take integer or "
+                                   f"bool tensors, not {t.dtype}")
+        size = self.size()
+        srcs = [_flat(t) for t in tensors]
+        outs = [torch.empty(size * s.numel(), dtype=s.dtype) for s in srcs]
+        names = self._names(len(tensors))
+        items = [self._item(n, s, o, s) for n, s, o in zip(names, srcs, outs)]
+
+        def finish(_, tensors=tensors, outs=outs):
+            for t, o in zip(tensors, outs):
+                rows = o.view(size, -1)
+                acc = rows[0].clone()
+                for r in range(1, size):
+                    acc = fn(acc, rows[r])
+                t.copy_(acc.view(t.shape))
+            return tensors
+        return self._post(_hvd.ALLGATHER, items, finish, (srcs, outs))
+
+    def allreduce(self, tensors, opts=None):
+        if isinstance(tensors, torch.Tensor):
+            tensors = [tensors]
+        if len(tensors) != 1:
+            raise RuntimeError("hvd backend: allreduce takes one tensor per process (use "
+                               "all_reduce_coalesced for several)")
+        op = opts.reduceOp if opts is not None and hasattr(opts, "reduceOp") else \
+            (opts if opts is not None else _RedOp.SUM)
+        return self._allreduce(tensors, op, "all_reduce")
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else _RedOp.SUM
+        return self._allreduce(list(tensors), op, "all_reduce_coalesced")
+
+    # -- broadcast
+
+    def broadcast(self, tensors, opts=None):
+        if isinstance(tensors, torch.Tensor):
+            tensors = [tensors]
+        root = opts.rootRank if opts is not None else 0
+        groot = self._root(root, "broadcast")
+        for t in tensors:
+            _check(t, "broadcast")
+        bufs = [_flat(t) for t in tensors]
+        names = self._names(len(tensors))
+        items = [self._item(n, b, b, b, root=groot) for n, b in zip(names, bufs)]
+
+        def finish(_, tensors=tensors, bufs=bufs):
+            for t, b in zip(tensors, bufs):
+                if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
+                    t.copy_(b.view(t.shape))
+            return tensors
+        return self._post(_hvd.BROADCAST, items, finish, (tensors, bufs))
+
+    # -- allgather and gather
+
+    def _gather_into(self, outputs_per_input, inputs, what, root=None):
+        """Allgather each input; outputs_per_input[i] is the list of size tensors it fills
+        (only on root when root is given; None elsewhere)."""
+        size = self.size()
+        for t in inputs:
+            _check(t, what)
+        srcs = [_flat(t) for t in inputs]
+        outs = [torch.empty(size * s.numel(), dtype=s.dtype) for s in srcs]
+        names = self._names(len(inputs))
+        items = [self._item(n, s, o, s) for n, s, o in zip(names, srcs, outs)]
+
+        def finish(_, outs=outs):
+            if outputs_per_input is None:
+                return []
+            done = []
+            for lst, o in zip(outputs_per_input, outs):
+                rows = o.view(size, -1)
+                for r, t in enumerate(lst):
+                    t.copy_(rows[r].view(t.shape))
+                done.extend(lst)
+            return done
+        return self._post(_hvd.ALLGATHER, items, finish, (srcs, outs))
+
+    def _check_outputs(self, outputs, inputs, what):
+        if len(outputs) != len(inputs):
+            raise RuntimeError(f"hvd backend: {what}: {len(outputs)} output lists for "
+                               f"{len(inputs)} inputs")
+        for lst, t in zip(outputs, inputs):
+            if len(lst) != self.size():
+                raise RuntimeError(f"hvd backend: {what}: the output list has {len(lst)} "
+                                   f"tensors; the group has {self.size()} ranks")
+            for o in lst:
+                _check(o, what)
+                if o.numel() != t.numel() or o.dtype != t.dtype:
+                    raise RuntimeError(f"hvd backend: {what}: every output tensor must have "
+                                       f"the input's size and dtype ({t.numel()} {t.dtype}); "
+                                       f"got {o.numel()} {o.dtype}")
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        self._check_outputs(output_tensors, input_tensors, "all_gather")
+        return self._gather_into(output_tensors, input_tensors, "all_gather")
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        self._check_outputs(output_lists, input_list, "all_gather_coalesced")
+        return self._gather_into(output_lists, input_list, "all_gather_coalesced")
+
+    def _allgather_base(self, output, input, opts=None):
+        _check(output, "all_gather_into_tensor")
+        _check(input, "all_gather_into_tensor")
+        if output.numel() != self.size() * input.numel() or output.dtype != input.dtype:
+            raise RuntimeError(f"hvd backend: all_gather_into_tensor: the output must hold "
+                               f"{self.size()} x {input.numel()} {input.dtype} elements; it has "
+                               f"{output.numel()} {output.dtype}")
+        src = _flat(input)
+        out = _flat(output)
+        (name,) = self._names(1)
+
+        def finish(_, output=output, out=out):
+            if out.data_ptr() != output.data_ptr() or not output.is_contiguous():
+                output.copy_(out.view(output.shape))
+            return [output]
+        return self._post(_hvd.ALLGATHER, [self._item(name, src, out, src)], finish, (src, out))
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        self._root(root, "gather")
+        if self.rank() == root:
+            self._check_outputs(output_tensors, input_tensors, "gather")
+        elif output_tensors and any(output_tensors):
+            raise RuntimeError("hvd backend: gather: only the root passes output tensors")
+        return self._gather_into(output_tensors if self.rank() == root else None, input_tensors,
+                                 "gather")
+
+    # -- scatter, reduce, reduce_scatter, all_to_all
+
+    def _alltoall_rows(self, send, splits, output, what):
+        """alltoall of send's rows (splits rows to each group rank) into output (flat copy of
+        what every rank sent here, in rank order)."""
+        (name,) = self._names(1)
+        item = self._item(name, send, None, send, splits=tuple(int(s) for s in splits),
+                          allocate=True)
+
+        def finish(results, output=output, send=send):
+            buf, counts = results[0]
+            got = sum(counts)
+            if got != output.numel():
+                raise RuntimeError(f"hvd backend: {what}: {got} elements arrived for an output "
+                                   f"of {output.numel()}")
+            if got:
+                import warnings
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    flat = torch.frombuffer(buf, dtype=output.dtype)
+                output.copy_(flat.view(output.shape))
+            return [output]
+        return self._post(_hvd.ALLTOALL, [item], finish, (send, output))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        self._root(root, "scatter")
+        if len(output_tensors) != 1:
+            raise RuntimeError("hvd backend: scatter takes one output tensor")
+        out = output_tensors[0]
+        _check(out, "scatter")
+        size = self.size()
+        if self.rank() == root:
+            if len(input_tensors) != 1 or len(input_tensors[0]) != size:
+                raise RuntimeError(f"hvd backend: scatter: the root passes a list of {size} "
+                                   "tensors")
+            for t in input_tensors[0]:
+                _check(t, "scatter")
+                if t.numel() != out.numel() or t.dtype != out.dtype:
+                    raise RuntimeError("hvd backend: scatter: every tensor of the list must "
+                                       f"have the output's size and dtype ({out.numel()} "
+                                       f"{out.dtype})")
+            send = torch.cat([_flat(t) for t in input_tensors[0]])
+            splits = [out.numel()] * size
+        else:
+            send = torch.empty(0, dtype=out.dtype)
+            splits = [0] * size
+        return self._alltoall_rows(send, splits, out, "scatter")
+
+    def reduce(self, tensors, opts=None):
+        if len(tensors) != 1:
+            raise RuntimeError("hvd backend: reduce takes one tensor")
+        root = opts.rootRank if opts is not None else 0
+        self._root(root, "reduce")
+        op = opts.reduceOp if opts is not None else _RedOp.SUM
+        t = tensors[0]
+        if self.rank() == root:
+            return self._allreduce([t], op, "reduce")
+        scratch = t.detach().clone()  # the non-root ranks' tensors stay as they were
+        return self._allreduce([scratch], op, "reduce")
+
+    def _reduce_scatter_flat(self, output, send, op, what):
+        """output (n elements) receives this rank's block of the reduction of send (size * n)."""
+        key = _op_key(op)
+        n, rank = output.numel(), self.rank()
+        if key in (_RedOp.SUM,) or (hasattr(_RedOp, "AVG") and key == _RedOp.AVG):
+            out = _flat(output)
+            (name,) = self._names(1)
+            item = self._item(name, send, out, send, op=_HVD_OPS[key])
+
+            def finish(_, output=output, out=out):
+                if out.data_ptr() != output.data_ptr() or not output.is_contiguous():
+                    output.copy_(out.view(output.shape))
+                return [output]
+            return self._post(_hvd.REDUCESCATTER, [item], finish, (send, out))
+        # other ops: the whole reduction, then this rank's block
+        whole = send.clone()
+        work = self._allreduce([whole], op, what)
+        fut = work.get_future().then(
+            lambda f, output=output, whole=whole: [output.copy_(
+                whole[rank * n:(rank + 1) * n].view(output.shape))])
+        return _work_from_future(fut)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        if len(output_tensors) != 1 or len(input_tensors) != 1:
+            raise RuntimeError("hvd backend: reduce_scatter takes one output and one list")
+        out, lst = output_tensors[0], input_tensors[0]
+        _check(out, "reduce_scatter")
+        if len(lst) != self.size():
+            raise RuntimeError(f"hvd backend: reduce_scatter: the input list has {len(lst)} "
+                               f"tensors; the group has {self.size()} ranks")
+        for t in lst:
+            _check(t, "reduce_scatter")
+            if t.numel() != out.numel() or t.dtype != out.dtype:
+                raise RuntimeError("hvd backend: reduce_scatter: every input must have the "
+                                   f"output's size and dtype ({out.numel()} {out.dtype})")
+        send = torch.cat([_flat(t) for t in lst])
+        op = opts.reduceOp if opts is not None else _RedOp.SUM
+        return self._reduce_scatter_flat(out, send, op, "reduce_scatter")
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        _check(output, "reduce_scatter_tensor")
+        _check(input, "reduce_scatter_tensor")
+        if input.numel() != self.size() * output.numel() or input.dtype != output.dtype:
+            raise RuntimeError(f"hvd backend: reduce_scatter_tensor: the input must hold "
+                               f"{self.size()} x {output.numel()} {output.dtype} elements; it "
+                               f"has {input.numel()} {input.dtype}")
+        op = opts.reduceOp if opts is not None else _RedOp.SUM
+        return self._reduce_scatter_flat(output, _flat(input), op, "reduce_scatter_tensor")
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        size = self.size()
+        if len(output_tensors) != size or len(input_tensors) != size:
+            raise RuntimeError(f"hvd backend: all_to_all takes {size} input and {size} output "
+                               "tensors")
+        for t in list(output_tensors) + list(input_tensors):
+            _check(t, "all_to_all")
+        send = torch.cat([_flat(t) for t in input_tensors])
+        splits = [t.numel() for t in input_tensors]
+        total = sum(t.numel() for t in output_tensors)
+        staging = torch.empty(total, dtype=input_tensors[0].dtype)
+        work = self._alltoall_rows(send, splits, staging, "all_to_all")
+
+        def scatter_out(f, outs=output_tensors, staging=staging):
+            f.value()  # raises the operation's error
+            pos = 0
+            for o in outs:
+                o.copy_(staging[pos:pos + o.numel()].view(o.shape))
+                pos += o.numel()
+            return list(outs)
+        return _work_from_future(work.get_future().then(scatter_out))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _check(output, "all_to_all_single")
+        _check(input, "all_to_all_single")
+        size = self.size()
+        if input.dim() == 0:
+            raise RuntimeError("hvd backend: all_to_all_single takes tensors of at least one "
+                               "dimension")
+        rows = input.shape[0]
+        if not input_split_sizes:
+            if rows % size:
+                raise RuntimeError(f"hvd backend: all_to_all_single: {rows} rows do not split "
+                                   f"evenly among {size} ranks; pass input_split_sizes")
+            input_split_sizes = [rows // size] * size
+        if len(input_split_sizes) != size or sum(input_split_sizes) != rows:
+            raise RuntimeError(f"hvd backend: all_to_all_single: input_split_sizes "
+                               f"{list(input_split_sizes)} must have {size} entries summing to "
+                               f"the input's {rows} rows")
+        if output_split_sizes and (len(output_split_sizes) != size or
+                                   sum(output_split_sizes) != output.shape[0]):
+            raise RuntimeError(f"hvd backend: all_to_all_single: output_split_sizes "
+                               f"{list(output_split_sizes)} must have {size} entries summing to "
+                               f"the output's {output.shape[0]} rows")
+        send = input.contiguous()
+        return self._alltoall_rows(send, input_split_sizes, output, "all_to_all_single")
+
+    # -- barrier
+
+    def barrier(self, opts=None):
+        token = torch.zeros(1, dtype=torch.int32)
+        (name,) = self._names(1)
+        return self._post(_hvd.ALLREDUCE, [self._item(name, token, token, token)],
+                          lambda _: [token], token)
+
+    def monitored_barrier(self, *args, **kwargs):
+        raise RuntimeError("hvd backend: monitored_barrier is gloo's; barrier() names a rank "
+                           "that does not arrive within the group's timeout")
+
+    # -- point to point
+
+    def send(self, tensors, dst, tag):
+        raise RuntimeError("hvd backend: send is not available yet")
+
+    def recv(self, tensors, src, tag):
+        raise RuntimeError("hvd backend: recv is not available yet")
+
+    def recv_anysource(self, tensors, tag):
+        raise RuntimeError("hvd backend: recv from any source is not supported; name the "
+                           "source rank")
+
+
+# ---- creating groups --------------------------------------------------------------------
+
+_state = threading.local()
+_owned = {"init": False}   # this module initialised hvd (and shuts it down with the world)
+_psets = {}                # sorted global ranks -> hvd process set id
+
+
+def _store_callbacks(store):
+    def set_(key, value):
+        store.set(key, value)
+
+    def get(key, timeout_ms):
+        try:
+            store.wait([key], datetime.timedelta(milliseconds=max(timeout_ms, 1)))
+        except RuntimeError as e:
+            if not store.check([key]):
+                raise TimeoutError(str(e)) from None
+            raise
+        return bytes(store.get(key))
+    return set_, get
+
+
+def _route_addr():
+    addr = os.environ.get("MASTER_ADDR")
+    if not addr:
+        return None
+    try:
+        return socket.gethostbyname(addr)
+    except OSError:
+        return None
+
+
+def _init_world(store, rank, size, timeout):
+    """hvd's world for torch's default group."""
+    if _hvd.is_initialized():
+        if _owned["init"]:  # ours, from an init_process_group never destroyed: start again
+            _shutdown_world()
+        else:  # the program's hvd.init() (horovodrun): the world is hvd's
+            _agree(rank, size)
+            return
+    if os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR") or os.environ.get("HOROVOD_RANK"):
+        _basics.init()
+        _agree(rank, size)
+    else:
+        set_, get = _store_callbacks(store)
+        seconds = max(1, int(timeout.total_seconds())) if timeout else 0
+        _hvd.init_store(rank, size, _route_addr(), set_, get, seconds)
+    _owned["init"] = True
+
+
+def _agree(rank, size):
+    if _hvd.rank() != rank or _hvd.size() != size:
+        raise RuntimeError(f"hvd backend: torch.distributed says rank {rank} of {size} but the "
+                           f"hvd job says rank {_hvd.rank()} of {_hvd.size()}: under horovodrun "
+                           "pass no rank or world_size (or the job's)")
+
+
+def _shutdown_world():
+    _psets.clear()
+    _basics.shutdown()
+    _owned["init"] = False
+
+
+def _create(opts, pg_options=None):
+    ranks = list(opts.global_ranks_in_group)
+    rank, size = opts.group_rank, opts.group_size
+    if not ranks:
+        _init_world(opts.store, rank, size, opts.timeout)
+        return ProcessGroupHvd(rank, size, 0, range(size), opts.group_id)
+    if len(ranks) == _hvd.size():
+        return ProcessGroupHvd(rank, size, 0, ranks, opts.group_id)
+    pset = getattr(_state, "pset", None)
+    if pset is None:
+        raise RuntimeError("hvd backend: a group of some ranks needs every rank of the job to "
+                           "call new_group (torch's rule) through this torch's new_group; this "
+                           "group was created some other way")
+    return ProcessGroupHvd(rank, size, pset, ranks, opts.group_id)
+
+
+def _register_pset(ranks):
+    key = tuple(sorted(ranks))
+    if key not in _psets:
+        _psets[key] = _hvd.add_process_set(list(key))
+    return _psets[key]
+
+
+# torch creates a subgroup's backend on its members only, but an hvd process set is
+# registered by every rank of the job: torch's helper, which every rank calls for new_group,
+# registers it first.
+_orig_helper = _c10d._new_process_group_helper
+
+
+def _helper(group_size, group_rank, global_ranks_in_group, backend, store, *args, **kwargs):
+    ranks = list(global_ranks_in_group or [])
+    ours = str(backend).lower() == BACKEND
+    if ours and ranks and _hvd.is_initialized() and len(ranks) < _hvd.size():
+        _state.pset = _register_pset(ranks)
+    try:
+        return _orig_helper(group_size, group_rank, global_ranks_in_group, backend, store, *args,
+                            **kwargs)
+    finally:
+        _state.pset = None
+
+
+_orig_destroy = _c10d.destroy_process_group
+
+
+def _destroy(group=None):
+    world = group is None or group is _c10d.GroupMember.WORLD
+    was_ours = world and _c10d.is_initialized() and \
+        _c10d.get_backend(_c10d._get_default_group()) == BACKEND
+    _orig_destroy(group)
+    if was_ours and _owned["init"]:
+        _shutdown_world()
+
+
+def _at_exit():
+    if _owned["init"] and _hvd.is_initialized():
+        _shutdown_world()
+
+
+def _register():
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    _c10d._new_process_group_helper = _helper
+    _c10d.destroy_process_group = _destroy
+    dist.destroy_process_group = _destroy
+    atexit.register(_at_exit)
+
+
+_register()
