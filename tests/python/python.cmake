@@ -30,6 +30,22 @@ foreach(np 1 2 3)
   set_tests_properties(python.ranks_np${np} PROPERTIES TIMEOUT 600 LABELS python
                        ENVIRONMENT "${HVD_PY_ENV}")
 endforeach()
+# torch.distributed on the "hvd" backend (tests/python/dist_ranks/): every collective at np 1-4
+# under torchrun (the world forms through torch's c10d store) and under horovodrun (the world
+# is the job's). (tests/python/torchrun.py: torchrun with a rendezvous port of each job's own.)
+foreach(np 1 2 3 4)
+  add_test(NAME python.dist_torchrun_np${np}
+           COMMAND timeout -k 10 280 ${HVD_PYTHON_EXECUTABLE}
+                   ${PROJECT_SOURCE_DIR}/tests/python/torchrun.py --nproc_per_node ${np}
+                   -m pytest -q -x -p no:cacheprovider --capture=sys
+                   ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
+  add_test(NAME python.dist_horovodrun_np${np}
+           COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
+                   -np ${np} ${HVD_PYTHON_EXECUTABLE} -m pytest -q -x -p no:cacheprovider
+                   --capture=sys ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
+  set_tests_properties(python.dist_torchrun_np${np} python.dist_horovodrun_np${np} PROPERTIES
+                       TIMEOUT 300 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
+endforeach()
 # The sanitizer build leaves out the whole-training jobs (the example and the Horovod-style
 # MNIST script: torch runs 3-4x slower under the preloaded runtime, 72 of the file's 130 s,
 # unloaded); their optimizer, compression and broadcast paths run under the sanitizer in

@@ -22,10 +22,12 @@ pass as they do on gloo. `new_group(ranks)` is backed by an hvd process set.
 """
 import atexit
 import datetime
+import importlib
 import os
 import socket
 import threading
 from collections import deque
+from urllib.parse import urlparse
 
 import torch
 import torch.distributed as dist
@@ -34,6 +36,9 @@ from torch.distributed import distributed_c10d as _c10d
 from horovod import _hvd
 from horovod.common.basics import _basics
 from horovod.torch import mpi_ops as _ops
+
+# (torch.distributed.rendezvous, the attribute, is the function; this is its module)
+_rdv = importlib.import_module("torch.distributed.rendezvous")
 
 BACKEND = "hvd"
 
@@ -533,6 +538,79 @@ class ProcessGroupHvd(_ProcessGroup):
                            "source rank")
 
 
+# ---- the store of a horovodrun job ----------------------------------------------------------
+
+class _JobStore(dist.Store):
+    """The store torch is given under horovodrun without MASTER_ADDR: no port of its own (the
+    job's world is hvd's, formed through horovodrun's authenticated rendezvous). torch uses
+    its default store for one thing here, the barrier that ends init_process_group and
+    new_group, which every rank of the job runs alike: add() is therefore a collective (a sum
+    over the job, kept per key), and a key set on one rank is seen by that rank only."""
+
+    def __init__(self):
+        super().__init__()
+        self._values = {}
+        self._adds = 0
+
+    def add(self, key, amount):
+        self._adds += 1
+        t = torch.tensor([int(amount)], dtype=torch.int64)
+        _ops.allreduce_(t, op=_ops.Sum, name=f"dist.store.{self._adds}")
+        value = int(self._values.get(key, 0)) + int(t.item())
+        self._values[key] = value
+        return value
+
+    def set(self, key, value):
+        self._values[key] = bytes(value) if not isinstance(value, str) else value.encode()
+
+    def get(self, key):
+        if key not in self._values:
+            raise RuntimeError(f"hvd backend: the store of a horovodrun job serves torch's own "
+                               f"barriers; it has no {key!r} on this rank (start the job with "
+                               "MASTER_ADDR and MASTER_PORT set to use torch's TCPStore)")
+        v = self._values[key]
+        return v if isinstance(v, bytes) else str(v).encode()
+
+    def check(self, keys):
+        return all(k in self._values for k in keys)
+
+    def wait(self, keys, timeout=None):
+        for k in keys:
+            self.get(k)  # (a key this rank has not set never comes: say so at once)
+
+    def num_keys(self):
+        return len(self._values)
+
+    def delete_key(self, key):
+        return self._values.pop(key, None) is not None
+
+
+_job_store = {}  # keeps the Python side of the store alive while torch's C++ holds it
+
+
+def _under_horovodrun():
+    return bool(os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR") or
+                os.environ.get("HOROVOD_RANK"))
+
+
+def _env_handler(url, timeout=_c10d.default_pg_timeout, **kwargs):
+    """torch's env:// rendezvous, except in a horovodrun job without MASTER_ADDR: there the
+    world is hvd's, initialised here, with _JobStore as torch's store."""
+    if os.environ.get("MASTER_ADDR") or not _under_horovodrun():
+        yield from _orig_env_handler(url, timeout=timeout, **kwargs)
+        return
+    query = dict(q.split("=", 1) for q in urlparse(url).query.split("&") if "=" in q)
+    if not _hvd.is_initialized():
+        _basics.init()
+        _owned["init"] = True
+    _owned["fresh"] = True
+    rank, size = _hvd.rank(), _hvd.size()
+    _agree(int(query.get("rank", rank)), int(query.get("world_size", size)))
+    store = _job_store.setdefault("store", _JobStore())
+    yield (store, rank, size)
+    raise RuntimeError("hvd backend: a horovodrun job cannot re-rendezvous")
+
+
 # ---- creating groups --------------------------------------------------------------------
 
 _state = threading.local()
@@ -567,13 +645,16 @@ def _route_addr():
 
 def _init_world(store, rank, size, timeout):
     """hvd's world for torch's default group."""
+    if _owned.pop("fresh", False):  # initialised by _env_handler for this very group
+        _agree(rank, size)
+        return
     if _hvd.is_initialized():
         if _owned["init"]:  # ours, from an init_process_group never destroyed: start again
             _shutdown_world()
         else:  # the program's hvd.init() (horovodrun): the world is hvd's
             _agree(rank, size)
             return
-    if os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR") or os.environ.get("HOROVOD_RANK"):
+    if _under_horovodrun():
         _basics.init()
         _agree(rank, size)
     else:
@@ -592,6 +673,7 @@ def _agree(rank, size):
 
 def _shutdown_world():
     _psets.clear()
+    _job_store.clear()
     _basics.shutdown()
     _owned["init"] = False
 
@@ -637,6 +719,7 @@ def _helper(group_size, group_rank, global_ranks_in_group, backend, store, *args
         _state.pset = None
 
 
+_orig_env_handler = _rdv._rendezvous_handlers["env"]
 _orig_destroy = _c10d.destroy_process_group
 
 
@@ -658,6 +741,7 @@ def _register():
     if BACKEND.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    _rdv._rendezvous_handlers["env"] = _env_handler
     _c10d._new_process_group_helper = _helper
     _c10d.destroy_process_group = _destroy
     dist.destroy_process_group = _destroy

@@ -1,0 +1,321 @@
+"""torch.distributed on the "hvd" backend, run by pytest on every rank of a job started by
+torchrun or by horovodrun (tests/python/python.cmake), at np 1-4. Every rank runs the same
+tests in the same order, as torch.distributed requires. Each result is checked against the
+values every rank contributed, computed here on this rank alone."""
+import datetime
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import horovod.torch  # noqa: F401  (registers the backend)
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8,
+          torch.int16, torch.int32, torch.int64, torch.bool]
+SHAPES = [(), (0,), (1,), (7, 3), (1 << 16,)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def world():
+    dist.init_process_group("hvd", timeout=datetime.timedelta(seconds=60))
+    yield
+    dist.destroy_process_group()
+
+
+def rank():
+    return dist.get_rank()
+
+
+def size():
+    return dist.get_world_size()
+
+
+def values(r, shape, dtype, small=False):
+    """What rank r contributes: small integers every dtype holds exactly (1 or 2 for products,
+    so that np 4 stays within int8)."""
+    n = 1
+    for d in shape:
+        n *= d
+    i = torch.arange(n, dtype=torch.int64)
+    v = (i % 2 + 1) if small else (i * 7 + r * 3) % 11
+    if dtype == torch.bool:
+        v = (i + r) % 3 == 0
+    return v.to(dtype).reshape(shape)
+
+
+def stack(shape, dtype, small=False):
+    return torch.stack([values(r, shape, dtype, small).to(torch.float64) if dtype != torch.bool
+                        else values(r, shape, dtype, small) for r in range(size())])
+
+
+def reduce_local(op, shape, dtype):
+    s = stack(shape, dtype, small=op == dist.ReduceOp.PRODUCT)
+    if dtype == torch.bool:
+        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            return s.any(0)
+        return s.all(0)
+    out = {dist.ReduceOp.SUM: lambda: s.sum(0), dist.ReduceOp.PRODUCT: lambda: s.prod(0),
+           dist.ReduceOp.MIN: lambda: s.min(0).values, dist.ReduceOp.MAX: lambda: s.max(0).values
+           }[op]()
+    return out.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
+                                dist.ReduceOp.MAX], ids=["sum", "product", "min", "max"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_all_reduce(shape, op, dtype):
+    t = values(rank(), shape, dtype, small=op == dist.ReduceOp.PRODUCT)
+    dist.all_reduce(t, op=op)
+    assert t.shape == torch.Size(shape)
+    assert torch.equal(t, reduce_local(op, shape, dtype)), (t, reduce_local(op, shape, dtype))
+
+
+def test_all_reduce_avg():
+    t = values(rank(), (5, 3), torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert torch.allclose(t, stack((5, 3), torch.float64).mean(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool], ids=str)
+@pytest.mark.parametrize("op", [dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR],
+                         ids=["band", "bor", "bxor"])
+def test_all_reduce_bitwise(op, dtype):
+    t = values(rank(), (9,), dtype)
+    dist.all_reduce(t, op=op)
+    fn = {dist.ReduceOp.BAND: torch.bitwise_and, dist.ReduceOp.BOR: torch.bitwise_or,
+          dist.ReduceOp.BXOR: torch.bitwise_xor}[op]
+    want = values(0, (9,), dtype)
+    for r in range(1, size()):
+        want = fn(want, values(r, (9,), dtype))
+    assert torch.equal(t, want)
+
+
+def test_all_reduce_bitwise_refuses_floats():
+    with pytest.raises(RuntimeError, match="bitwise"):
+        dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BAND)
+
+
+def test_all_reduce_non_contiguous():
+    base = values(rank(), (6, 4), torch.float32)
+    t = base.t()  # a view whose rows are columns
+    assert not t.is_contiguous()
+    dist.all_reduce(t)
+    assert torch.equal(base, stack((6, 4), torch.float32).sum(0).to(torch.float32))
+
+
+def test_unsupported_dtype_is_named():
+    with pytest.raises(RuntimeError, match="complex"):
+        dist.broadcast(torch.zeros(2, dtype=torch.complex64), 0)
+
+
+def test_complex_sum():
+    # (torch sums complex tensors as their real views)
+    t = torch.tensor([complex(rank(), 1)], dtype=torch.complex64)
+    dist.all_reduce(t)
+    assert t.item() == complex(sum(range(size())), size())
+
+
+def test_all_reduce_coalesced():
+    ts = [values(rank(), (3,), torch.float32), values(rank(), (2, 2), torch.float32)]
+    with pytest.warns(UserWarning):  # (torch's deprecation notice)
+        dist.all_reduce_coalesced(ts)
+    assert torch.equal(ts[0], stack((3,), torch.float32).sum(0).float())
+    assert torch.equal(ts[1], stack((2, 2), torch.float32).sum(0).float())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_broadcast(dtype):
+    for root in range(size()):
+        t = values(rank(), (4, 5), dtype)
+        dist.broadcast(t, root)
+        assert torch.equal(t, values(root, (4, 5), dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (3, 5)], ids=str)
+def test_all_gather(shape, dtype):
+    outs = [torch.empty(shape, dtype=dtype) for _ in range(size())]
+    dist.all_gather(outs, values(rank(), shape, dtype))
+    for r in range(size()):
+        assert torch.equal(outs[r], values(r, shape, dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.bool], ids=str)
+def test_all_gather_into_tensor(dtype):
+    out = torch.empty((size() * 3, 2), dtype=dtype)
+    dist.all_gather_into_tensor(out, values(rank(), (3, 2), dtype))
+    assert torch.equal(out, torch.cat([values(r, (3, 2), dtype) for r in range(size())]))
+    out2 = torch.empty((size() * 3, 2), dtype=dtype)
+    dist._all_gather_base(out2, values(rank(), (3, 2), dtype))
+    assert torch.equal(out2, out)
+
+
+def test_object_collectives():
+    objs = [None] * size()
+    dist.all_gather_object(objs, {"rank": rank(), "text": "x" * rank()})
+    assert objs == [{"rank": r, "text": "x" * r} for r in range(size())]
+    lst = [f"from root {rank()}", [rank()]]
+    dist.broadcast_object_list(lst, src=size() - 1)
+    assert lst == [f"from root {size() - 1}", [size() - 1]]
+    got = [None] * size() if rank() == 0 else None
+    dist.gather_object(("g", rank()), got, dst=0)
+    if rank() == 0:
+        assert got == [("g", r) for r in range(size())]
+    out = [None]
+    dist.scatter_object_list(out, [("s", r) for r in range(size())] if rank() == 0 else None,
+                             src=0)
+    assert out == [("s", rank())]
+
+
+@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.MAX], ids=["sum", "max"])
+def test_reduce(op):
+    for root in range(size()):
+        t = values(rank(), (4, 3), torch.int32)
+        dist.reduce(t, root, op=op)
+        if rank() == root:
+            assert torch.equal(t, reduce_local(op, (4, 3), torch.int32))
+        else:  # the other ranks' tensors stay as they were
+            assert torch.equal(t, values(rank(), (4, 3), torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.uint8], ids=str)
+def test_gather_and_scatter(dtype):
+    for root in range(size()):
+        mine = values(rank(), (2, 3), dtype)
+        lst = [torch.empty((2, 3), dtype=dtype) for _ in range(size())] if rank() == root else None
+        dist.gather(mine, lst, dst=root)
+        if rank() == root:
+            for r in range(size()):
+                assert torch.equal(lst[r], values(r, (2, 3), dtype))
+        out = torch.empty((2, 3), dtype=dtype)
+        pieces = [values(r + 10, (2, 3), dtype) for r in range(size())] if rank() == root else None
+        dist.scatter(out, pieces, src=root)
+        assert torch.equal(out, values(rank() + 10, (2, 3), dtype))
+
+
+@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.AVG],
+                         ids=["sum", "max", "avg"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_reduce_scatter(op, dtype):
+    if op == dist.ReduceOp.AVG and not dtype.is_floating_point:
+        pytest.skip("AVG of integers rounds; the float case checks AVG")
+    n = size()
+    ins = [values(rank() * n + j, (3,), dtype) for j in range(n)]
+    out = torch.empty(3, dtype=dtype)
+    dist.reduce_scatter(out, ins, op=op)
+    per_rank = torch.stack([values(r * n + rank(), (3,), dtype).to(torch.float64)
+                            for r in range(n)])
+    want = {dist.ReduceOp.SUM: per_rank.sum(0), dist.ReduceOp.MAX: per_rank.max(0).values,
+            dist.ReduceOp.AVG: per_rank.mean(0)}[op].to(dtype)
+    assert torch.allclose(out.double(), want.double()), (out, want)
+    flat = torch.cat(ins)
+    out2 = torch.empty(3, dtype=dtype)
+    dist.reduce_scatter_tensor(out2, flat, op=op)
+    assert torch.equal(out2, out)
+
+
+def test_all_to_all_lists_uneven():
+    n = size()
+    # rank r sends r + j + 1 elements to rank j
+    ins = [torch.full((rank() + j + 1,), float(rank() * 100 + j)) for j in range(n)]
+    outs = [torch.empty(r + rank() + 1) for r in range(n)]
+    dist.all_to_all(outs, ins)
+    for r in range(n):
+        assert torch.equal(outs[r], torch.full((r + rank() + 1,), float(r * 100 + rank())))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.int32, torch.bool], ids=str)
+def test_all_to_all_single_even(dtype):
+    n = size()
+    inp = torch.cat([values(rank() * n + j, (2, 3), dtype) for j in range(n)])
+    out = torch.empty_like(inp)
+    dist.all_to_all_single(out, inp)
+    assert torch.equal(out, torch.cat([values(r * n + rank(), (2, 3), dtype) for r in range(n)]))
+
+
+def test_all_to_all_single_uneven():
+    n = size()
+    in_splits = [(rank() + j) % 3 for j in range(n)]  # rows to rank j (zero included)
+    out_splits = [(r + rank()) % 3 for r in range(n)]
+    inp = torch.cat([torch.full((in_splits[j], 2), float(rank() * 10 + j)) for j in range(n)])
+    out = torch.empty((sum(out_splits), 2))
+    dist.all_to_all_single(out, inp, out_splits, in_splits)
+    want = torch.cat([torch.full((out_splits[r], 2), float(r * 10 + rank())) for r in range(n)])
+    assert torch.equal(out, want)
+
+
+def test_barrier():
+    dist.barrier()
+    work = dist.barrier(async_op=True)
+    work.wait()
+    assert work.is_completed()
+
+
+def test_async_work_and_future():
+    t = values(rank(), (1000,), torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    # the future completes by itself: nobody waits for the work
+    deadline = time.monotonic() + 30
+    while not fut.done() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert fut.done()
+    assert work.is_completed()
+    assert torch.equal(fut.value()[0], stack((1000,), torch.float32).sum(0).float())
+    work.wait()
+    # many in flight at once
+    ts = [values(rank() + k, (17,), torch.int64) for k in range(20)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for w in works:
+        w.wait()
+    for k, x in enumerate(ts):
+        assert torch.equal(x, torch.stack([values(r + k, (17,), torch.int64)
+                                           for r in range(size())]).sum(0))
+
+
+def test_new_group():
+    n = size()
+    groups = [dist.new_group([0]), dist.new_group(list(range(n))),
+              dist.new_group([r for r in range(n) if r % 2 == 0])]
+    for g, members in zip(groups, [[0], list(range(n)), list(range(0, n, 2))]):
+        if rank() not in members:
+            assert g == dist.GroupMember.NON_GROUP_MEMBER
+            continue
+        assert dist.get_world_size(g) == len(members)
+        assert dist.get_rank(g) == members.index(rank())
+        t = torch.tensor([float(rank() + 1)])
+        dist.all_reduce(t, group=g)
+        assert t.item() == sum(m + 1 for m in members)
+        b = torch.tensor([float(rank())])
+        dist.broadcast(b, src=members[-1], group=g)  # src is a global rank
+        assert b.item() == members[-1]
+    # the same ranks again: a group of its own, on the same process set
+    again = dist.new_group([0])
+    if rank() == 0:
+        t = torch.ones(2)
+        dist.all_reduce(t, group=again)
+        assert torch.equal(t, torch.ones(2))
+    dist.barrier()
+
+
+def test_backend_name():
+    assert dist.get_backend() == "hvd"
+    assert dist.is_initialized()
+
+
+def test_recv_anysource_is_refused():
+    if size() < 2:
+        pytest.skip("needs a peer")
+    with pytest.raises(RuntimeError, match="source"):
+        dist.recv(torch.zeros(1))
+
+
+def test_launcher_environment():
+    # under horovodrun the world is hvd's; under torchrun it formed through torch's store
+    if os.environ.get("HOROVOD_RANK"):
+        assert dist.get_rank() == int(os.environ["HOROVOD_RANK"])
+    else:
+        assert dist.get_rank() == int(os.environ["RANK"])
