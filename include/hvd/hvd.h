@@ -434,6 +434,51 @@ HVD_API hvd_status_t hvd_elastic_run(hvd_elastic_state_t *state, hvd_elastic_fn 
 /* Re-initialisations hvd_elastic_run made with this state so far. */
 HVD_API int hvd_elastic_resets(const hvd_elastic_state_t *state);
 
+/* ---- Point-to-point messages (torch.distributed send/recv/isend/irecv) ------------------
+ *
+ * A send from this rank to rank dst and a receive at dst from this rank with the same tag are
+ * one message. Messages between one pair with one tag match in the order posted: the n-th
+ * send from a to b with tag t is the n-th receive at b from a with tag t; messages of
+ * different tags (and of different pairs) match independently, whatever their order of
+ * posting. dst and src are global ranks other than this one; tag >= 0; count is in elements
+ * and may be 0. The two sides must agree on the bytes (count times the dtype's size); their
+ * dtypes may differ, as in torch.distributed.
+ *
+ * The asynchronous calls enqueue the side and return at once with a handle for hvd_poll and
+ * hvd_wait; the buffer is the caller's and must stay valid and untouched (for a receive,
+ * unread) until the handle completes. Any number of sends and receives may be outstanding
+ * on any rank, to and from any peers, in any order of posting (for example isend to every
+ * peer, then irecv from every peer, on every rank): a message waits only for its partner to
+ * post, and none holds up the others or the collectives. They may be mixed freely with the
+ * blocking and the named collectives, from any thread. A message moves through the same
+ * transports as the collectives (shared memory on one host, TCP across hosts).
+ *
+ * Errors at the call (nothing was enqueued, the sequence of the (peer, tag) unchanged):
+ * HVD_ERR_INVALID_ARG (NULL handle_p; NULL buf with count > 0; unknown dtype; negative tag;
+ * dst or src this rank or out of range, named in the message), HVD_ERR_SHUT_DOWN, or the
+ * engine's first failure. The handle completes with: HVD_OK once the bytes have moved (a
+ * send's buffer may then be reused; a receive's holds the message); HVD_ERR_MISMATCH on both
+ * sides when they disagree on the bytes (the message names both ranks and both sizes), or
+ * when the partner has joined (hvd_join); HVD_ERR_PEER_LOST / HVD_ERR_TIMEOUT, naming the
+ * rank and host, when a peer dies or stops answering (every rank's pending operations fail
+ * with that first cause, as for the collectives, within HOROVOD_GLOO_TIMEOUT_SECONDS);
+ * HVD_ERR_SHUT_DOWN. A side whose partner never posts keeps waiting, as a named collective
+ * does: the stall inspector names the message ("p2p:<src>-><dst>:tag=<t>:#<n>") and the
+ * missing rank after HOROVOD_STALL_CHECK_TIME_SECONDS, and fails it with HVD_ERR_TIMEOUT
+ * after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS when that is set. */
+
+/* Post a send of count elements of buf to rank dst. Does not block; thread safe. */
+HVD_API hvd_status_t hvd_send_async(const void *buf, size_t count, hvd_dtype_t dtype, int dst,
+                                    int tag, hvd_handle_t *handle_p);
+/* Post a receive of count elements into buf from rank src. Does not block; thread safe. */
+HVD_API hvd_status_t hvd_recv_async(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag,
+                                    hvd_handle_t *handle_p);
+/* hvd_send_async, then hvd_wait: blocks until the message has moved (its partner must post
+ * the receive) and returns its status. Thread safe. */
+HVD_API hvd_status_t hvd_send(const void *buf, size_t count, hvd_dtype_t dtype, int dst, int tag);
+/* hvd_recv_async, then hvd_wait: blocks until the message has arrived in buf. Thread safe. */
+HVD_API hvd_status_t hvd_recv(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag);
+
 #ifdef __cplusplus
 }
 #endif

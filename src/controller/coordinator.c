@@ -15,6 +15,7 @@ typedef struct name_entry {
     int32_t pset, pset_size; /* the first request's process set */
     int type;                /* the first request's */
     int ready_seq;           /* order of becoming ready; 0 while not ready */
+    int pair[2];             /* a p2p name's two ranks (the first request's and its partner) */
     struct name_entry *next;
 } name_entry_t;
 
@@ -70,6 +71,8 @@ void hvd__coord_set_members(hvd_coord_t *c, hvd_pset_member_fn fn, void *arg) {
 /* How many of the ranks e waits for have joined: in the whole job, or among the members of
  * e's process set. */
 static int joined_for(const hvd_coord_t *c, const name_entry_t *e) {
+    if (e->type == HVD_REQ_P2P) /* only the pair takes part */
+        return c->joined[e->pair[0]] + c->joined[e->pair[1]];
     if (!e->pset)
         return c->njoined;
     if (c->njoined == 0 || !c->member)
@@ -97,7 +100,8 @@ static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
     if (e->ready_seq || e->count == 0)
         return;
     int joined = joined_for(c, e);
-    int want = (e->pset ? e->pset_size : c->size) - joined;
+    int members = e->type == HVD_REQ_P2P ? 2 : e->pset ? e->pset_size : c->size;
+    int want = members - joined;
     int refused = joined > 0 && e->type != HVD_REQ_ALLREDUCE && e->type != HVD_REQ_ADASUM;
     if (e->count >= want || refused)
         e->ready_seq = ++c->next_seq;
@@ -117,6 +121,15 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
         }
         return HVD_OK;
     }
+    /* (a partner outside the job would index joined[] out of bounds: a peer's bug, or a
+     * forged message) */
+    if (req->type == HVD_REQ_P2P &&
+        (req->root < 0 || req->root >= c->size || req->root == req->rank ||
+         (req->op != HVD_P2P_SEND && req->op != HVD_P2P_RECV)))
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "rank %d's point-to-point request '%s' names partner %d (op %d) in "
+                              "a group of %d",
+                              req->rank, req->name, req->root, req->op, c->size);
     name_entry_t *e = c->head;
     while (e && strcmp(e->name, req->name) != 0)
         e = e->next;
@@ -137,6 +150,8 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
         e->pset = req->pset;
         e->pset_size = req->pset_size;
         e->type = req->type;
+        e->pair[0] = req->rank;
+        e->pair[1] = req->type == HVD_REQ_P2P ? req->root : req->rank;
         /* append: readiness ties resolve in first-request order */
         name_entry_t **pp = &c->head;
         while (*pp)
@@ -253,9 +268,74 @@ static int64_t elements(const hvd_request_t *r) {
     return n;
 }
 
+/* The response of a ready p2p name: the two ranks must be one send and one receive between
+ * them that agree on the bytes (not on the dtype: as in MPI and torch.distributed, bytes are
+ * bytes); anything else is an ERROR response naming both ranks and what each posted. */
+static hvd_status_t build_p2p(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) {
+    out->names = malloc(sizeof *out->names);
+    out->sizes = malloc(3 * sizeof *out->sizes);
+    if (!out->names || !out->sizes || !(out->names[0] = strdup(e->name)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+    out->nnames = 1;
+    out->last_joined_rank = -1;
+    out->prescale = out->postscale = 1.0;
+    const hvd_request_t *snd = NULL, *rcv = NULL, *odd = NULL;
+    for (int r = 0; r < c->size; r++) {
+        const hvd_request_t *q = &e->reqs[r];
+        if (!q->name)
+            continue;
+        if (q->type == HVD_REQ_P2P && q->op == HVD_P2P_SEND && !snd)
+            snd = q;
+        else if (q->type == HVD_REQ_P2P && q->op == HVD_P2P_RECV && !rcv)
+            rcv = q;
+        else if (!odd)
+            odd = q;
+    }
+    char msg[HVD_NEG_ERROR_MAX / 2] = "";
+    const hvd_request_t *any = snd ? snd : rcv ? rcv : odd;
+    if (odd || (snd && rcv && (snd->root != rcv->rank || rcv->root != snd->rank))) {
+        const hvd_request_t *b = odd && odd != any ? odd : snd == any ? rcv : snd;
+        snprintf(msg, sizeof msg,
+                 "Mismatched operations: rank %d did a %s and rank %d did a %s of '%s'; a "
+                 "point-to-point message needs one send and one receive between the two ranks.",
+                 any->rank, hvd__neg_type_name(any->type), b ? b->rank : -1,
+                 b ? hvd__neg_type_name(b->type) : "nothing", e->name);
+    } else if (!snd || !rcv) {
+        /* ready with one side only: the partner has joined (mark_if_ready) */
+        const hvd_request_t *q = snd ? snd : rcv;
+        snprintf(msg, sizeof msg,
+                 "Point-to-point send and receive are not supported with Join at this time: "
+                 "rank %d %s rank %d, which has joined (tensor '%s').",
+                 q->rank, snd ? "sends to" : "receives from", q->root, e->name);
+    } else if (snd->dims[1] != rcv->dims[1]) {
+        snprintf(msg, sizeof msg,
+                 "Mismatched point-to-point sizes: rank %d sends %lld bytes (%lld x %s) to rank "
+                 "%d, but rank %d receives %lld bytes (%lld x %s) from rank %d (message '%s').",
+                 snd->rank, (long long)snd->dims[1], (long long)snd->dims[0],
+                 hvd__dtype_name((hvd_dtype_t)snd->dtype), rcv->rank, rcv->rank,
+                 (long long)rcv->dims[1], (long long)rcv->dims[0],
+                 hvd__dtype_name((hvd_dtype_t)rcv->dtype), snd->rank, e->name);
+    }
+    if (msg[0]) {
+        out->type = HVD_RESP_ERROR;
+        out->error = strdup(msg);
+        return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
+    out->type = HVD_REQ_P2P;
+    out->dtype = snd->dtype;
+    out->sizes[0] = snd->dims[1];
+    out->sizes[1] = snd->rank;
+    out->sizes[2] = rcv->rank;
+    out->nsizes = 3;
+    out->error = strdup("");
+    return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+}
+
 /* Build the response of a ready entry into *out. */
 static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) {
     memset(out, 0, sizeof *out);
+    if (e->type == HVD_REQ_P2P)
+        return build_p2p(c, e, out);
     out->names = malloc(sizeof *out->names);
     out->sizes = malloc((size_t)c->size * sizeof *out->sizes);
     if (!out->names || !out->sizes || !(out->names[0] = strdup(e->name)))

@@ -90,8 +90,22 @@ void hvd__stall_destroy(hvd_stall_t *s) {
     free(s);
 }
 
-hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank,
-                              int64_t now_ms) {
+/* A new name that only ranks[0..n) take part in: the others count as ready. */
+static void expect_ranks(hvd_stall_t *s, pending_t *p, const int *ranks, int n) {
+    memset(p->ready, 1, (size_t)s->size);
+    p->nready = s->size;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] >= 0 && ranks[i] < s->size && p->ready[ranks[i]]) {
+            p->ready[ranks[i]] = 0;
+            p->nready--;
+        }
+    }
+}
+
+/* Record rank as ready for name, creating its entry (expecting the members of pset, or
+ * ranks[0..n) when ranks is set) at its first report. */
+static hvd_status_t ready(hvd_stall_t *s, const char *name, int pset, const int *ranks, int n,
+                          int rank, int64_t now_ms) {
     if (rank < 0 || rank >= s->size)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "stall inspector: rank %d", rank);
     pending_t *p = s->head;
@@ -109,7 +123,10 @@ hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int ra
             return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the stall inspector");
         }
         p->since_ms = now_ms;
-        expect_members(s, p, pset);
+        if (ranks)
+            expect_ranks(s, p, ranks, n);
+        else
+            expect_members(s, p, pset);
         p->next = s->head;
         s->head = p;
     }
@@ -118,6 +135,16 @@ hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int ra
         p->nready++;
     }
     return HVD_OK;
+}
+
+hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank,
+                              int64_t now_ms) {
+    return ready(s, name, pset, NULL, 0, rank, now_ms);
+}
+
+hvd_status_t hvd__stall_ready_among(hvd_stall_t *s, const char *name, const int *ranks, int n,
+                                    int rank, int64_t now_ms) {
+    return ready(s, name, 0, ranks, n, rank, now_ms);
 }
 
 void hvd__stall_done(hvd_stall_t *s, const char *name) {

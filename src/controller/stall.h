@@ -33,6 +33,10 @@ void hvd__stall_set_members(hvd_stall_t *s, hvd_pset_member_fn fn, void *arg);
 /* rank has submitted name of process set pset (0: the whole job; now_ms: a monotonic
  * clock). */
 hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank, int64_t now_ms);
+/* rank has submitted name, which only ranks[0..n) take part in (a point-to-point message:
+ * its two ranks), so that it waits for them alone. */
+hvd_status_t hvd__stall_ready_among(hvd_stall_t *s, const char *name, const int *ranks, int n,
+                                    int rank, int64_t now_ms);
 /* name was agreed by every rank (or failed): forget it. */
 void hvd__stall_done(hvd_stall_t *s, const char *name);
 

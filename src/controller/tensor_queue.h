@@ -29,7 +29,8 @@ typedef struct hvd_entry {
     int type;   /* hvd_req_type_t */
     hvd_dtype_t dtype;
     hvd_reduce_op_t op;
-    int root;
+    int root;     /* broadcast: the root; p2p: the partner's global rank */
+    int p2p_send; /* p2p: 1 for the sending side, 0 for the receiving one */
     const void *send;
     void *recv;
     size_t count;

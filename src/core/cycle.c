@@ -60,7 +60,14 @@ static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
     r->prescale = x->prescale;
     r->postscale = x->postscale;
     r->name = x->name;
-    if (x->ndims > 0 && x->type != HVD_REQ_JOIN) {
+    if (x->type == HVD_REQ_P2P) {
+        /* the pair must agree on bytes, not elements (hvd.h): both go to the coordinator */
+        r->root = x->root;
+        r->op = x->p2p_send ? HVD_P2P_SEND : HVD_P2P_RECV;
+        r->ndims = 2;
+        r->dims[0] = (int64_t)x->count;
+        r->dims[1] = (int64_t)(x->count * hvd__dtype_size(x->dtype));
+    } else if (x->ndims > 0 && x->type != HVD_REQ_JOIN) {
         r->ndims = (uint8_t)x->ndims;
         memcpy(r->dims, x->dims, (size_t)x->ndims * sizeof r->dims[0]);
     } else if (x->type == HVD_REQ_ALLGATHER || x->type == HVD_REQ_ALLTOALL) {
@@ -73,8 +80,10 @@ static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
     }
 }
 
+/* A point-to-point name is used once (its sequence number is in it), and the cache's bits
+ * are agreed by every rank while only two take part in one: never cached. */
 static int cacheable(int type) {
-    return type != HVD_REQ_JOIN && type != HVD_REQ_BARRIER;
+    return type != HVD_REQ_JOIN && type != HVD_REQ_BARRIER && type != HVD_REQ_P2P;
 }
 
 /* Classify a named operation against the cache into the hits, uncached or invalid list. */
@@ -410,8 +419,12 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
                 st = hvd__coord_add(e->coord, q);
                 if (st != HVD_OK || q->type == HVD_REQ_JOIN)
                     continue;
-                if (e->stall)
+                if (e->stall && q->type == HVD_REQ_P2P) {
+                    int pair[2] = {r, q->root}; /* it waits for its partner alone */
+                    hvd__stall_ready_among(e->stall, q->name, pair, 2, r, now);
+                } else if (e->stall) {
                     hvd__stall_ready(e->stall, q->name, q->pset, r, now);
+                }
                 if (e->tl)
                     tl_ready(e, q->name, q->type, r);
             }

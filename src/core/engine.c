@@ -361,6 +361,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     pthread_mutex_init(&e->prog_lock, NULL);
     pthread_mutex_init(&e->state_lock, NULL);
     pthread_mutex_init(&e->blocking_lock, NULL);
+    pthread_mutex_init(&e->p2p_lock, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hvd_status_t st = e->wake_fd >= 0 ? hvd__tq_create(&e->tq)
@@ -507,6 +508,8 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     if (e->wake_fd >= 0)
         close(e->wake_fd);
     pthread_mutex_destroy(&e->blocking_lock);
+    free(e->p2p_seqs);
+    pthread_mutex_destroy(&e->p2p_lock);
     pthread_mutex_destroy(&e->state_lock);
     pthread_mutex_destroy(&e->prog_lock);
     free(e);

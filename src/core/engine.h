@@ -66,6 +66,11 @@ void hvd__engine_destroy(hvd_engine_t *e);
 /* Enqueue n named operations atomically (entries as tensor_queue.h; names copied). */
 hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_t n,
                               hvd_handle_t *handles);
+/* Enqueue one side of a point-to-point message (p2p.c): *x as for hvd__engine_push, type
+ * HVD_REQ_P2P, root the partner's global rank, p2p_send the side, name NULL. It is named
+ * from its source, destination, tag and its sequence number on that triple, as the partner
+ * names the other side. */
+hvd_status_t hvd__engine_push_p2p(hvd_engine_t *e, hvd_entry_t *x, int tag, hvd_handle_t *handle_p);
 int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h);
 hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h);
 /* Enqueue a join and wait for every rank to join. */

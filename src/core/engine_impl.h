@@ -51,6 +51,15 @@ typedef struct {
     char error[1024];
 } hvd_posted_t;
 
+/* The next sequence number of point-to-point messages per (direction, peer, tag): an open
+ * addressing table (p2p.c), keys HVD_P2P_NO_KEY where empty. */
+typedef struct {
+    uint64_t key;
+    uint32_t next;
+} hvd_p2p_seq_t;
+
+#define HVD_P2P_NO_KEY UINT64_MAX
+
 struct hvd_engine {
     hvd_context_t *ctx;
     hvd_tq_t *tq;
@@ -106,6 +115,12 @@ struct hvd_engine {
     int interrupted;
     hvd_status_t int_status;
     char int_reason[1024];
+
+    /* p2p_lock: the sequence numbers of point-to-point messages, taken and enqueued under
+     * it so that the n-th post on a (peer, tag) is the n-th name (p2p.c). */
+    pthread_mutex_t p2p_lock;
+    hvd_p2p_seq_t *p2p_seqs;
+    size_t p2p_cap, p2p_used;
 
     /* cycle state */
     hvd_timeline_t *tl; /* rank 0 */

@@ -459,6 +459,89 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
     return HVD_OK;
 }
 
+/* ---- point-to-point ---- */
+
+/* This rank's entry of p2p response r (NULL when this rank is not one of its pair), checked
+ * against what the coordinator agreed. */
+static hvd_status_t p2p_entry(hvd_engine_t *e, const hvd_response_t *r, hvd_entry_t **x_p) {
+    int me = e->ctx->global.rank;
+    *x_p = NULL;
+    if (r->nnames != 1 || r->nsizes != 3)
+        return hvd__error_set(HVD_ERR_PROTOCOL,
+                              "a point-to-point response has %u names and %u sizes", r->nnames,
+                              r->nsizes);
+    int src = (int)r->sizes[1], dst = (int)r->sizes[2];
+    if (me != src && me != dst)
+        return HVD_OK;
+    hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
+    int sending = me == src;
+    if (!x || !x->taken || x->type != HVD_REQ_P2P || x->p2p_send != sending ||
+        x->root != (sending ? dst : src))
+        return hvd__error_set(HVD_ERR_PROTOCOL,
+                              "the coordinator scheduled '%s' (rank %d to rank %d), which rank %d "
+                              "has not posted",
+                              r->names[0], src, dst, me);
+    if ((int64_t)(x->count * hvd__dtype_size(x->dtype)) != r->sizes[0])
+        return hvd__error_set(HVD_ERR_PROTOCOL, "'%s': agreed size differs from this rank's",
+                              r->names[0]);
+    *x_p = x;
+    return HVD_OK;
+}
+
+/* A run of n consecutive p2p responses: every rank sees the same run, and each rank's part of
+ * it (the messages it sends or receives) goes in one exchange, so the run's messages move at
+ * once (a ring exchange takes one step, not n) and two ranks' transfers between each other
+ * keep the run's order on both sides. Ranks outside a pair pass it. A failure of the data
+ * plane fails the engine (the peers are told); the entries complete when their bytes have
+ * moved. */
+static hvd_status_t execute_p2p(hvd_engine_t *e, const hvd_response_t *rs, uint32_t n) {
+    hvd_group_t *g = &e->ctx->global;
+    hvd_entry_t **mine = malloc(n * sizeof *mine);
+    hvd_xfer_t *xf = mine ? hvd__group_xfers(g, n) : NULL;
+    if (!xf) {
+        free(mine);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
+    }
+    hvd_status_t st = HVD_OK;
+    size_t nmine = 0, nx = 0;
+    for (uint32_t k = 0; k < n && st == HVD_OK; k++) {
+        hvd_entry_t *x;
+        st = p2p_entry(e, &rs[k], &x);
+        if (st != HVD_OK || !x)
+            continue;
+        mine[nmine++] = x;
+        size_t bytes = (size_t)rs[k].sizes[0];
+        if (e->tl)
+            hvd__timeline_begin(e->tl, x->name, x->p2p_send ? "P2P_SEND" : "P2P_RECV");
+        if (!bytes)
+            continue; /* both sides agreed on nothing to move */
+        hvd_xfer_t *t = &xf[nx++];
+        t->peer = x->root;
+        t->is_send = x->p2p_send;
+        t->iov[0].iov_base = x->p2p_send ? (void *)x->send : x->recv;
+        t->iov[0].iov_len = bytes;
+        t->iovcnt = 1;
+    }
+    if (st == HVD_OK && nx) {
+        char what[1200];
+        snprintf(what, sizeof what, "point-to-point '%s'%s", mine[0]->name,
+                 nmine > 1 ? " and the messages posted with it" : "");
+        st = hvd__group_exchange(g, xf, nx, what);
+    }
+    for (size_t k = 0; st == HVD_OK && k < nx; k++)
+        if (!xf[k].is_send && xf[k].frame_len != xf[k].iov[0].iov_len)
+            st = hvd__error_set(
+                HVD_ERR_PROTOCOL, "point-to-point: rank %d sent %llu bytes where %zu were agreed",
+                xf[k].peer, (unsigned long long)xf[k].frame_len, xf[k].iov[0].iov_len);
+    if (e->tl)
+        for (size_t k = 0; k < nmine; k++)
+            hvd__timeline_end(e->tl, mine[k]->name, NULL);
+    for (size_t k = 0; st == HVD_OK && k < nmine; k++)
+        hvd__tq_complete(e->tq, mine[k], HVD_OK, NULL);
+    free(mine);
+    return st;
+}
+
 hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l) {
     hvd_entry_t *small[64], **x = small;
     uint32_t most = 0;
@@ -467,8 +550,17 @@ hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l) 
     if (most > 64 && !(x = malloc(most * sizeof *x)))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
     hvd_status_t st = HVD_OK;
-    for (uint32_t i = 0; i < l->count && st == HVD_OK; i++)
-        st = execute_one(e, &l->items[i], x);
+    for (uint32_t i = 0; i < l->count && st == HVD_OK;) {
+        uint32_t j = i;
+        while (j < l->count && l->items[j].type == HVD_REQ_P2P)
+            j++;
+        if (j > i) {
+            st = execute_p2p(e, &l->items[i], j - i);
+            i = j;
+        } else {
+            st = execute_one(e, &l->items[i++], x);
+        }
+    }
     if (x != small)
         free(x);
     return st;

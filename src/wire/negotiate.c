@@ -369,7 +369,8 @@ hvd_status_t hvd__neg_responses_decode(const uint8_t *buf, size_t len, hvd_respo
 }
 
 const char *hvd__neg_type_name(int type) {
-    static const char *const names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST",     "JOIN", "ADASUM",
-                                        "ALLTOALL",  "BARRIER",   "REDUCESCATTER", "ERROR"};
-    return type >= 0 && type <= HVD_RESP_ERROR ? names[type] : "UNKNOWN";
+    static const char *const names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "JOIN",
+                                        "ADASUM",    "ALLTOALL",  "BARRIER",   "REDUCESCATTER",
+                                        "ERROR",     "P2P"};
+    return type >= 0 && type <= HVD_REQ_P2P ? names[type] : "UNKNOWN";
 }

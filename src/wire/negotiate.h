@@ -37,8 +37,17 @@ typedef enum {
     HVD_REQ_ALLTOALL = 5,
     HVD_REQ_BARRIER = 6,
     HVD_REQ_REDUCESCATTER = 7,
-    HVD_RESP_ERROR = 8
+    HVD_RESP_ERROR = 8,
+    /* hvd's own (the reference has no point-to-point): one send and its matching receive,
+     * negotiated under one name that both ranks derive alike (core/p2p.c). A request's root
+     * is the partner's global rank, op HVD_P2P_SEND or HVD_P2P_RECV, dims [count, bytes];
+     * the response's sizes are [bytes, source rank, destination rank]. */
+    HVD_REQ_P2P = 9
 } hvd_req_type_t;
+
+/* The op of an HVD_REQ_P2P request: which side of the pair the requesting rank is. */
+#define HVD_P2P_SEND 0
+#define HVD_P2P_RECV 1
 
 typedef struct {
     int32_t rank;

@@ -1,7 +1,9 @@
 /* The coordinator's table: names become ready only when every rank asked, in the order they
  * became ready (not the order first asked); disagreements become ERROR responses with the
  * reference's message and the two ranks; duplicates from one rank are refused; JOIN counts a
- * rank as done for every name and, once all joined, yields a JOIN response naming the last. */
+ * rank as done for every name and, once all joined, yields a JOIN response naming the last.
+ * Point-to-point names wait for their two ranks only and must be one send and one receive of
+ * the same bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -206,8 +208,103 @@ static void test_join_in_a_process_set(void **state) {
     }
 }
 
+static hvd_request_t p2p(const char *name, int rank, int partner, int op, int dtype, int64_t count,
+                         int64_t bytes) {
+    hvd_request_t r = {.rank = rank,
+                       .type = HVD_REQ_P2P,
+                       .dtype = (uint8_t)dtype,
+                       .op = (uint8_t)op,
+                       .ndims = 2,
+                       .root = partner,
+                       .prescale = 1,
+                       .postscale = 1,
+                       .dims = {count, bytes},
+                       .name = (char *)name};
+    return r;
+}
+
+/* A point-to-point name is ready once its two ranks asked (the other ranks never do), in any
+ * order; the response carries the bytes and both ranks; sides that disagree on bytes get one
+ * ERROR naming both ranks and sizes, while other dtypes with the same bytes are fine. */
+static void test_p2p_pairs(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(4, &c), HVD_OK);
+    hvd_request_t recv = p2p("m", 3, 1, HVD_P2P_RECV, 0, 16, 16);
+    hvd_request_t send = p2p("m", 1, 3, HVD_P2P_SEND, 7, 4, 16);
+    assert_int_equal(hvd__coord_add(c, &recv), HVD_OK);
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    assert_int_equal(hvd__coord_add(c, &send), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_int_equal(out.items[0].type, HVD_REQ_P2P);
+    assert_int_equal(out.items[0].nsizes, 3);
+    assert_true(out.items[0].sizes[0] == 16 && out.items[0].sizes[1] == 1 &&
+                out.items[0].sizes[2] == 3);
+    /* bytes differ */
+    hvd_request_t s2 = p2p("n", 0, 2, HVD_P2P_SEND, 7, 4, 16);
+    hvd_request_t r2 = p2p("n", 2, 0, HVD_P2P_RECV, 7, 8, 32);
+    assert_int_equal(hvd__coord_add(c, &s2), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &r2), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2);
+    assert_int_equal(out.items[1].type, HVD_RESP_ERROR);
+    assert_string_equal(out.items[1].error,
+                        "Mismatched point-to-point sizes: rank 0 sends 16 bytes (4 x float32) to "
+                        "rank 2, but rank 2 receives 32 bytes (8 x float32) from rank 0 (message "
+                        "'n').");
+    /* two sends under one name, a partner out of range or the rank itself */
+    hvd_request_t a = p2p("o", 0, 1, HVD_P2P_SEND, 7, 1, 4),
+                  b = p2p("o", 1, 0, HVD_P2P_SEND, 7, 1, 4);
+    assert_int_equal(hvd__coord_add(c, &a), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &b), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 3);
+    assert_int_equal(out.items[2].type, HVD_RESP_ERROR);
+    assert_non_null(strstr(out.items[2].error, "one send and one receive"));
+    hvd_request_t bad = p2p("p", 0, 4, HVD_P2P_SEND, 7, 1, 4);
+    assert_int_equal(hvd__coord_add(c, &bad), HVD_ERR_INVALID_ARG);
+    bad.root = 0;
+    assert_int_equal(hvd__coord_add(c, &bad), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__coord_pending(c), 0);
+    hvd__neg_responses_fini(&out);
+    hvd__coord_destroy(c);
+}
+
+/* A rank outside the pair joining changes nothing; the partner joining answers the waiting
+ * side with the Join error at once. */
+static void test_p2p_join(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+    hvd_request_t j = {.rank = 2, .type = HVD_REQ_JOIN, .name = "join.noname"};
+    assert_int_equal(hvd__coord_add(c, &j), HVD_OK);
+    hvd_request_t s = p2p("m", 0, 1, HVD_P2P_SEND, 7, 1, 4);
+    assert_int_equal(hvd__coord_add(c, &s), HVD_OK);
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    hvd_request_t r = p2p("m", 1, 0, HVD_P2P_RECV, 7, 1, 4);
+    assert_int_equal(hvd__coord_add(c, &r), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_int_equal(out.items[0].type, HVD_REQ_P2P);
+    hvd_request_t s2 = p2p("m2", 0, 2, HVD_P2P_SEND, 7, 1, 4);
+    assert_int_equal(hvd__coord_add(c, &s2), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2);
+    assert_int_equal(out.items[1].type, HVD_RESP_ERROR);
+    assert_non_null(strstr(out.items[1].error, "not supported with Join"));
+    hvd__neg_responses_fini(&out);
+    hvd__coord_destroy(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_p2p_pairs),
+        cmocka_unit_test(test_p2p_join),
         cmocka_unit_test(test_ready_order_and_sizes),
         cmocka_unit_test(test_mismatches),
         cmocka_unit_test(test_join),

@@ -1,7 +1,8 @@
 /* The stall inspector: nothing is reported before the warning time or for names every rank
  * submitted; after it, each missing rank is listed with its host, age and up to six names;
  * checks are rate-limited to one per warning period; the shutdown time marks ranks with "!"
- * and asks for a shutdown, but never when it is below the warning time. */
+ * and asks for a shutdown, but never when it is below the warning time. A point-to-point
+ * message expects its two ranks only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,8 +108,28 @@ static void test_process_set_names_wait_for_members_only(void **state) {
     hvd__stall_destroy(s);
 }
 
+/* A point-to-point message waits for its partner only: the other ranks are never listed. */
+static void test_p2p_waits_for_its_partner_only(void **state) {
+    (void)state;
+    hvd_stall_t *s;
+    assert_int_equal(hvd__stall_create(4, hosts, 10, 0, &s), HVD_OK);
+    char msg[2048];
+    int shut;
+    int pair[2] = {0, 3};
+    hvd__stall_ready_among(s, "p2p:0->3:tag=1:#0", pair, 2, 0, 0);
+    assert_int_equal(hvd__stall_check(s, 11000, msg, sizeof msg, &shut), 1);
+    assert_non_null(
+        strstr(msg, "Missing ranks:\n3 (host h3, missing for 11 s): [p2p:0->3:tag=1:#0]"));
+    assert_null(strstr(msg, "\n1"));
+    assert_null(strstr(msg, "\n2"));
+    hvd__stall_ready_among(s, "p2p:0->3:tag=1:#0", pair, 2, 3, 11500);
+    assert_int_equal(hvd__stall_check(s, 30000, msg, sizeof msg, &shut), 0);
+    hvd__stall_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_p2p_waits_for_its_partner_only),
         cmocka_unit_test(test_warning_names_missing_ranks),
         cmocka_unit_test(test_many_names_and_shutdown),
         cmocka_unit_test(test_bounds),
