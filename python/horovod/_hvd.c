@@ -517,6 +517,37 @@ static PyObject *py_init_store(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- point to point: (ptr, count, dtype, peer, tag) -> handle ---- */
+
+static PyObject *p2p_post(PyObject *args, int send) {
+    unsigned long long ptr;
+    Py_ssize_t count;
+    int dtype, peer, tag;
+    if (!PyArg_ParseTuple(args, "Kniii", &ptr, &count, &dtype, &peer, &tag))
+        return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count is negative");
+        return NULL;
+    }
+    hvd_handle_t h;
+    hvd_status_t st =
+        send ? hvd_send_async((const void *)(uintptr_t)ptr, (size_t)count, (hvd_dtype_t)dtype,
+                              peer, tag, &h)
+             : hvd_recv_async((void *)(uintptr_t)ptr, (size_t)count, (hvd_dtype_t)dtype, peer,
+                              tag, &h);
+    if (st != HVD_OK)
+        return raise_status(st);
+    return PyLong_FromLongLong(h);
+}
+
+static PyObject *py_send(PyObject *self, PyObject *args) {
+    return p2p_post(args, 1);
+}
+
+static PyObject *py_recv(PyObject *self, PyObject *args) {
+    return p2p_post(args, 0);
+}
+
 static PyObject *py_shutdown(PyObject *self, PyObject *unused) {
     hvd_status_t st;
     Py_BEGIN_ALLOW_THREADS st = hvd_shutdown();
@@ -856,6 +887,8 @@ static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, "hvd_init (elastic: retried while the round forms)."},
     {"init_store", py_init_store, METH_VARARGS,
      "hvd_init_store(rank, size, route_addr, set, get, timeout_s) over Python callables."},
+    {"send", py_send, METH_VARARGS, "hvd_send_async(ptr, count, dtype, dst, tag) -> handle."},
+    {"recv", py_recv, METH_VARARGS, "hvd_recv_async(ptr, count, dtype, src, tag) -> handle."},
     {"shutdown", py_shutdown, METH_NOARGS, "hvd_shutdown (no-op when not initialised)."},
     {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
     {"rank", py_rank, METH_NOARGS, NULL},

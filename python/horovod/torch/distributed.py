@@ -25,6 +25,7 @@ import datetime
 import importlib
 import os
 import socket
+import sys
 import threading
 from collections import deque
 from urllib.parse import urlparse
@@ -43,6 +44,7 @@ _rdv = importlib.import_module("torch.distributed.rendezvous")
 BACKEND = "hvd"
 
 _ProcessGroup = torch._C._distributed_c10d.ProcessGroup
+_Work = torch._C._distributed_c10d.Work
 _work_from_future = torch._C._distributed_c10d._create_work_from_future
 _RedOp = dist.ReduceOp
 
@@ -71,33 +73,51 @@ def _op_key(op):
 # ---- the completion thread: Work futures complete when libhvd is done -----------------------
 
 class _Completer:
-    """Waits for every operation's handles in the order they were posted (one thread; libhvd's
-    engine progresses them all meanwhile) and completes each operation's future."""
+    """Waits for every operation's handles in the order they were posted and completes each
+    operation's future (libhvd's engine progresses them all meanwhile).
+
+    A future's callbacks run inside set_result, and may themselves wait for a later
+    operation (PowerSGD's hook does): so the thread that completes a future first hands the
+    waiting on to another thread (leader and followers), and no callback can hold up the
+    operations behind it."""
 
     def __init__(self):
         self._cv = threading.Condition()
         self._queue = deque()
-        self._thread = None
+        self._leading = False  # a thread is waiting for the head of the queue
+        self._idle = 0         # threads parked, ready to lead
 
     def submit(self, handles, finish, fut):
         with self._cv:
             self._queue.append((handles, finish, fut))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="hvd-dist-completion",
-                                                daemon=True)
-                self._thread.start()
+            if not self._leading:
+                self._wake_locked()
+
+    def _wake_locked(self):
+        if self._idle:
             self._cv.notify()
+        else:
+            threading.Thread(target=self._run, name="hvd-dist-completion", daemon=True).start()
 
     def _run(self):
         while True:
             with self._cv:
-                while not self._queue:
+                while self._leading or not self._queue:
+                    self._idle += 1
                     self._cv.wait()
+                    self._idle -= 1
+                self._leading = True
                 handles, finish, fut = self._queue.popleft()
             try:
-                value = finish(_wait_all(handles))
+                value, error = finish(_wait_all(handles)), None
             except BaseException as e:  # noqa: B902 (every failure goes to the future)
-                fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(str(e)))
+                value, error = None, e if isinstance(e, RuntimeError) else RuntimeError(str(e))
+            with self._cv:
+                self._leading = False
+                if self._queue:
+                    self._wake_locked()
+            if error is not None:  # (callbacks run here, while another thread leads)
+                fut.set_exception(error)
             else:
                 fut.set_result(value)
 
@@ -118,6 +138,100 @@ def _wait_all(handles):
     if error:
         raise error
     return results
+
+
+def _compose(finish, then, keep):
+    def done(results, keep=keep):
+        value = finish(results)
+        return then(value) if then is not None else value
+    return done
+
+
+def _settle(handles, finish, fut):
+    """Wait for handles on this thread and complete fut with finish's value or the error."""
+    try:
+        value = finish(_wait_all(handles))
+    except BaseException as e:  # noqa: B902 (every failure goes to the future)
+        fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(str(e)))
+    else:
+        fut.set_result(value)
+
+
+class _PyWork(_Work):
+    """The Work handed to torch.distributed's Python functions (dist.all_reduce and the
+    others), which keep it in Python. Its wait() raises the operation's error (a Work made
+    from a future, what C++ callers get, returns from wait() whatever happened), and a caller
+    that waits runs the wait on its own thread: no hand-off to the completion thread, which
+    takes over only for get_future() or when the Work is dropped unwaited."""
+
+    def __init__(self, handles, finish):
+        super().__init__()
+        self._handles, self._finish = handles, finish
+        self._fut = torch.futures.Future()
+        self._lock = threading.Lock()
+        self._claimed = False  # someone (this Work's caller or the completer) settles it
+
+    def _claim(self):
+        with self._lock:
+            mine, self._claimed = not self._claimed, True
+        return mine
+
+    def wait(self, timeout=None):
+        if self._claim():
+            _settle(self._handles, self._finish, self._fut)
+        self._fut.wait()  # raises the operation's error
+        return True
+
+    def get_future(self):
+        if self._claim():
+            _completer.submit(self._handles, self._finish, self._fut)
+        return self._fut
+
+    def is_completed(self):
+        if not self._fut.done() and not self._claimed and \
+                all(_hvd.poll(h) for h in self._handles) and self._claim():
+            _settle(self._handles, self._finish, self._fut)
+        return self._fut.done()
+
+    def is_success(self):
+        return self.is_completed() and self.exception() is None
+
+    def exception(self):
+        if not self._fut.done():
+            return None
+        try:
+            self._fut.value()
+        except RuntimeError as e:
+            return e
+        return None
+
+    def result(self):
+        self.wait()
+        return self._fut.value()
+
+    def synchronize(self):
+        self.wait()
+
+    def __del__(self):
+        if getattr(self, "_handles", None) is not None and self._claim():
+            _completer.submit(self._handles, self._finish, self._fut)  # releases the handles
+
+
+_THIS_FILE = os.path.normcase(__file__)
+
+
+def _work(handles, finish):
+    """The Work of an operation: a _PyWork for torch.distributed's Python functions; for a
+    caller in C++ (DDP's reducer, _broadcast_coalesced, ...), which may hold a Work after
+    its Python object is gone, a Work made from a future the completion thread fulfils."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.normcase(frame.f_code.co_filename) == _THIS_FILE:
+        frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename == _c10d.__file__:
+        return _PyWork(handles, finish)
+    fut = torch.futures.Future()
+    _completer.submit(handles, finish, fut)
+    return _work_from_future(fut)
 
 
 # ---- the process group --------------------------------------------------------------------
@@ -182,21 +296,15 @@ class ProcessGroupHvd(_ProcessGroup):
                 recv.data_ptr() if recv is not None else 0, _dtype(like, "this operation"),
                 tuple(like.shape), op, 1.0, 1.0, int(root), splits, self._pset, bool(allocate))
 
-    def _post(self, kind, items, finish, keep):
-        """Enqueue items atomically; the returned Work's future gets finish(results). keep:
-        what must stay alive until libhvd is done (buffers it reads or writes)."""
+    def _post(self, kind, items, finish, keep, then=None):
+        """Enqueue items atomically; the returned Work completes with finish(results) (then
+        then(that), when given). keep: what must stay alive until libhvd is done (buffers it
+        reads or writes)."""
         try:
             handles = _hvd.enqueue(kind, items)
         except ValueError as e:
             raise ValueError(f"hvd backend: {e}") from None
-        fut = torch.futures.Future()
-        _completer.submit(handles, lambda results, keep=keep: finish(results), fut)
-        return _work_from_future(fut)
-
-    def _done(self, value):
-        fut = torch.futures.Future()
-        fut.set_result(value)
-        return _work_from_future(fut)
+        return _work(handles, _compose(finish, then, keep))
 
     def _root(self, root, what):
         if not 0 <= root < self.size():
@@ -206,12 +314,12 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- allreduce
 
-    def _allreduce(self, tensors, op, what):
+    def _allreduce(self, tensors, op, what, then=None):
         for t in tensors:
             _check(t, what)
         key = _op_key(op)
         if key in _BITWISE:
-            return self._bitwise_allreduce(tensors, _BITWISE[key], what)
+            return self._bitwise_allreduce(tensors, _BITWISE[key], what, then)
         if key not in _HVD_OPS:
             raise RuntimeError(f"hvd backend: {what} does not support the reduce op {op}")
         hop = _HVD_OPS[key]
@@ -224,9 +332,9 @@ class ProcessGroupHvd(_ProcessGroup):
                 if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
                     t.copy_(b.view(t.shape))
             return tensors
-        return self._post(_hvd.ALLREDUCE, items, finish, (tensors, bufs))
+        return self._post(_hvd.ALLREDUCE, items, finish, (tensors, bufs), then)
 
-    def _bitwise_allreduce(self, tensors, fn, what):
+    def _bitwise_allreduce(self, tensors, fn, what, then=None):
         for t in tensors:
             if t.is_floating_point():
                 raise RuntimeError(f"hvd backend: {what}: bitwise reductions take integer or "
@@ -245,7 +353,7 @@ class ProcessGroupHvd(_ProcessGroup):
                     acc = fn(acc, rows[r])
                 t.copy_(acc.view(t.shape))
             return tensors
-        return self._post(_hvd.ALLGATHER, items, finish, (srcs, outs))
+        return self._post(_hvd.ALLGATHER, items, finish, (srcs, outs), then)
 
     def allreduce(self, tensors, opts=None):
         if isinstance(tensors, torch.Tensor):
@@ -358,7 +466,7 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- scatter, reduce, reduce_scatter, all_to_all
 
-    def _alltoall_rows(self, send, splits, output, what):
+    def _alltoall_rows(self, send, splits, output, what, then=None):
         """alltoall of send's rows (splits rows to each group rank) into output (flat copy of
         what every rank sent here, in rank order)."""
         (name,) = self._names(1)
@@ -378,7 +486,7 @@ class ProcessGroupHvd(_ProcessGroup):
                     flat = torch.frombuffer(buf, dtype=output.dtype)
                 output.copy_(flat.view(output.shape))
             return [output]
-        return self._post(_hvd.ALLTOALL, [item], finish, (send, output))
+        return self._post(_hvd.ALLTOALL, [item], finish, (send, output), then)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -433,11 +541,8 @@ class ProcessGroupHvd(_ProcessGroup):
             return self._post(_hvd.REDUCESCATTER, [item], finish, (send, out))
         # other ops: the whole reduction, then this rank's block
         whole = send.clone()
-        work = self._allreduce([whole], op, what)
-        fut = work.get_future().then(
-            lambda f, output=output, whole=whole: [output.copy_(
-                whole[rank * n:(rank + 1) * n].view(output.shape))])
-        return _work_from_future(fut)
+        return self._allreduce([whole], op, what, then=lambda _, output=output, whole=whole: [
+            output.copy_(whole[rank * n:(rank + 1) * n].view(output.shape))])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         if len(output_tensors) != 1 or len(input_tensors) != 1:
@@ -477,16 +582,13 @@ class ProcessGroupHvd(_ProcessGroup):
         splits = [t.numel() for t in input_tensors]
         total = sum(t.numel() for t in output_tensors)
         staging = torch.empty(total, dtype=input_tensors[0].dtype)
-        work = self._alltoall_rows(send, splits, staging, "all_to_all")
-
-        def scatter_out(f, outs=output_tensors, staging=staging):
-            f.value()  # raises the operation's error
+        def scatter_out(_, outs=output_tensors, staging=staging):
             pos = 0
             for o in outs:
                 o.copy_(staging[pos:pos + o.numel()].view(o.shape))
                 pos += o.numel()
             return list(outs)
-        return _work_from_future(work.get_future().then(scatter_out))
+        return self._alltoall_rows(send, splits, staging, "all_to_all", then=scatter_out)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         _check(output, "all_to_all_single")
@@ -527,11 +629,35 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- point to point
 
-    def send(self, tensors, dst, tag):
-        raise RuntimeError("hvd backend: send is not available yet")
+    def _p2p(self, tensors, peer, tag, send):
+        what = "send" if send else "recv"
+        if len(tensors) != 1:
+            raise RuntimeError(f"hvd backend: {what} takes one tensor")
+        t = tensors[0]
+        _check(t, what)
+        if not 0 <= peer < self.size() or peer == self.rank():
+            raise ValueError(f"hvd backend: {what}: {peer} is not another rank of this group "
+                             f"of {self.size()}")
+        buf = _flat(t) if send else (t.view(-1) if t.is_contiguous() and t.dim() else
+                                     torch.empty(t.numel(), dtype=t.dtype))
+        post = _hvd.send if send else _hvd.recv
+        try:
+            handle = post(buf.data_ptr(), buf.numel(), _dtype(t, what), self._global[peer],
+                          int(tag))
+        except ValueError as e:
+            raise ValueError(f"hvd backend: {what}: {e}") from None
 
-    def recv(self, tensors, src, tag):
-        raise RuntimeError("hvd backend: recv is not available yet")
+        def finish(_, t=t, buf=buf):
+            if not send and buf.data_ptr() != t.data_ptr():
+                t.copy_(buf.view(t.shape))
+            return [t]
+        return _work([handle], finish)
+
+    def send(self, tensors, dst, tag=0):
+        return self._p2p(tensors, dst, tag, True)
+
+    def recv(self, tensors, src, tag=0):
+        return self._p2p(tensors, src, tag, False)
 
     def recv_anysource(self, tensors, tag):
         raise RuntimeError("hvd backend: recv from any source is not supported; name the "

@@ -17,13 +17,6 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uin
 SHAPES = [(), (0,), (1,), (7, 3), (1 << 16,)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def world():
-    dist.init_process_group("hvd", timeout=datetime.timedelta(seconds=60))
-    yield
-    dist.destroy_process_group()
-
-
 def rank():
     return dist.get_rank()
 
@@ -196,12 +189,13 @@ def test_gather_and_scatter(dtype):
         assert torch.equal(out, values(rank() + 10, (2, 3), dtype))
 
 
-@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.AVG],
-                         ids=["sum", "max", "avg"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+# (AVG of integers rounds toward zero: the float case checks AVG)
+@pytest.mark.parametrize("op,dtype", [
+    (dist.ReduceOp.SUM, torch.float32), (dist.ReduceOp.SUM, torch.int64),
+    (dist.ReduceOp.MAX, torch.float32), (dist.ReduceOp.MAX, torch.int64),
+    (dist.ReduceOp.AVG, torch.float32)], ids=["sum-f32", "sum-i64", "max-f32", "max-i64",
+                                              "avg-f32"])
 def test_reduce_scatter(op, dtype):
-    if op == dist.ReduceOp.AVG and not dtype.is_floating_point:
-        pytest.skip("AVG of integers rounds; the float case checks AVG")
     n = size()
     ins = [values(rank() * n + j, (3,), dtype) for j in range(n)]
     out = torch.empty(3, dtype=dtype)
@@ -306,6 +300,60 @@ def test_backend_name():
     assert dist.is_initialized()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_send_recv_ring(dtype):
+    if size() < 2:
+        pytest.skip("needs a peer")
+    nxt, prv = (rank() + 1) % size(), (rank() - 1) % size()
+    for shape in [(), (0,), (1,), (5, 3), (1 << 16,)]:
+        got = torch.empty(shape, dtype=dtype)
+        sw = dist.isend(values(rank(), shape, dtype), nxt)
+        dist.recv(got, prv)
+        sw.wait()
+        assert torch.equal(got, values(prv, shape, dtype))
+
+
+def test_isend_irecv_every_peer_with_tags():
+    if size() < 2:
+        pytest.skip("needs a peer")
+    peers = [r for r in range(size()) if r != rank()]
+    # every rank first posts all its sends (two tags to every peer), then its receives, the
+    # tag-2 ones first: messages match by pair and tag, whatever the order of posting
+    sends = [dist.isend(torch.full((3,), float(rank() * 100 + p * 10 + tag)), p, tag=tag)
+             for p in peers for tag in (1, 2)]
+    got = {(p, tag): torch.empty(3) for p in peers for tag in (2, 1)}
+    recvs = [dist.irecv(t, p, tag=tag) for (p, tag), t in got.items()]
+    for w in sends + recvs:
+        w.wait()
+    for (p, tag), t in got.items():
+        assert torch.equal(t, torch.full((3,), float(p * 100 + rank() * 10 + tag)))
+
+
+def test_send_recv_order_and_non_contiguous():
+    if size() < 2:
+        pytest.skip("needs a peer")
+    if rank() == 0:
+        for k in range(5):
+            dist.send(torch.arange(6, dtype=torch.float32).reshape(2, 3).t() + k, 1)
+    elif rank() == 1:
+        for k in range(5):
+            out = torch.empty(2, 3).t()  # a non-contiguous view to receive into
+            dist.recv(out, 0)
+            assert torch.equal(out, torch.arange(6, dtype=torch.float32).reshape(2, 3).t() + k)
+    dist.barrier()
+
+
+def test_recv_size_mismatch_fails_both():
+    if size() < 2:
+        pytest.skip("needs a peer")
+    if rank() in (0, 1):
+        peer = 1 - rank()
+        work = dist.isend(torch.zeros(4), peer, tag=9) if rank() == 0 else \
+            dist.irecv(torch.zeros(8), peer, tag=9)
+        with pytest.raises(RuntimeError, match="rank 0 sends 16 bytes"):
+            work.wait()
+
+
 def test_recv_anysource_is_refused():
     if size() < 2:
         pytest.skip("needs a peer")
@@ -319,3 +367,14 @@ def test_launcher_environment():
         assert dist.get_rank() == int(os.environ["HOROVOD_RANK"])
     else:
         assert dist.get_rank() == int(os.environ["RANK"])
+
+
+def test_destroy_and_init_again():
+    t = torch.tensor([1.0])
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    assert not dist.is_initialized()
+    dist.init_process_group("hvd", timeout=datetime.timedelta(seconds=60))
+    t = torch.tensor([float(rank())])
+    dist.all_reduce(t)
+    assert t.item() == sum(range(size()))
