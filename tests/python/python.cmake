@@ -46,6 +46,11 @@ foreach(np 1 2 3 4)
   set_tests_properties(python.dist_torchrun_np${np} python.dist_horovodrun_np${np} PROPERTIES
                        TIMEOUT 300 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
 endforeach()
+add_test(NAME python.dist_jobs
+         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
+                 ${PROJECT_SOURCE_DIR}/tests/python/test_dist_jobs.py)
+set_tests_properties(python.dist_jobs PROPERTIES TIMEOUT 600 LABELS python COST 90
+                     ENVIRONMENT "${HVD_PY_ENV}")
 # The sanitizer build leaves out the whole-training jobs (the example and the Horovod-style
 # MNIST script: torch runs 3-4x slower under the preloaded runtime, 72 of the file's 130 s,
 # unloaded); their optimizer, compression and broadcast paths run under the sanitizer in

@@ -111,7 +111,7 @@ class _Completer:
             try:
                 value, error = finish(_wait_all(handles)), None
             except BaseException as e:  # noqa: B902 (every failure goes to the future)
-                value, error = None, e if isinstance(e, RuntimeError) else RuntimeError(str(e))
+                value, error = None, _as_error(e)
             with self._cv:
                 self._leading = False
                 if self._queue:
@@ -147,12 +147,30 @@ def _compose(finish, then, keep):
     return done
 
 
+def _as_error(e):
+    """The RuntimeError a Work raises for e: its message without the completion thread's
+    frames (which torch would print under it)."""
+    return (e if isinstance(e, RuntimeError) else RuntimeError(str(e))).with_traceback(None)
+
+
+def _unwrap(fut):
+    return fut.value()  # (raises the error that set_exception stored as the value)
+
+
+def _public_future(base):
+    """What a Work hands out for base, which the operation completes. torch's Python
+    set_exception stores the exception as the future's value, which a C++ reader (DDP's
+    reducer) then takes for a value (and crashed on); a callback that raises it makes a
+    real error of it in the child future."""
+    return base.then(_unwrap)
+
+
 def _settle(handles, finish, fut):
     """Wait for handles on this thread and complete fut with finish's value or the error."""
     try:
         value = finish(_wait_all(handles))
     except BaseException as e:  # noqa: B902 (every failure goes to the future)
-        fut.set_exception(e if isinstance(e, RuntimeError) else RuntimeError(str(e)))
+        fut.set_exception(_as_error(e))
     else:
         fut.set_result(value)
 
@@ -167,7 +185,8 @@ class _PyWork(_Work):
     def __init__(self, handles, finish):
         super().__init__()
         self._handles, self._finish = handles, finish
-        self._fut = torch.futures.Future()
+        self._base = torch.futures.Future()
+        self._fut = _public_future(self._base)
         self._lock = threading.Lock()
         self._claimed = False  # someone (this Work's caller or the completer) settles it
 
@@ -178,19 +197,19 @@ class _PyWork(_Work):
 
     def wait(self, timeout=None):
         if self._claim():
-            _settle(self._handles, self._finish, self._fut)
+            _settle(self._handles, self._finish, self._base)
         self._fut.wait()  # raises the operation's error
         return True
 
     def get_future(self):
         if self._claim():
-            _completer.submit(self._handles, self._finish, self._fut)
+            _completer.submit(self._handles, self._finish, self._base)
         return self._fut
 
     def is_completed(self):
         if not self._fut.done() and not self._claimed and \
                 all(_hvd.poll(h) for h in self._handles) and self._claim():
-            _settle(self._handles, self._finish, self._fut)
+            _settle(self._handles, self._finish, self._base)
         return self._fut.done()
 
     def is_success(self):
@@ -214,7 +233,7 @@ class _PyWork(_Work):
 
     def __del__(self):
         if getattr(self, "_handles", None) is not None and self._claim():
-            _completer.submit(self._handles, self._finish, self._fut)  # releases the handles
+            _completer.submit(self._handles, self._finish, self._base)  # releases the handles
 
 
 _THIS_FILE = os.path.normcase(__file__)
@@ -229,9 +248,9 @@ def _work(handles, finish):
         frame = frame.f_back
     if frame is not None and frame.f_code.co_filename == _c10d.__file__:
         return _PyWork(handles, finish)
-    fut = torch.futures.Future()
-    _completer.submit(handles, finish, fut)
-    return _work_from_future(fut)
+    base = torch.futures.Future()
+    _completer.submit(handles, finish, base)
+    return _work_from_future(_public_future(base))
 
 
 # ---- the process group --------------------------------------------------------------------

@@ -1,0 +1,104 @@
+"""DDP training written for torch.distributed, run by tests/python/test_dist_jobs.py under
+torchrun or horovodrun with a backend named on the command line:
+
+    ddp_job.py BACKEND OUT_DIR MODE [ARG]
+
+MODE train: train a fixed model on fixed data and save rank 0's final weights to
+  OUT_DIR/weights.pt (the same script on gloo and on hvd must end with the same weights).
+MODE kill VICTIM: rank VICTIM SIGKILLs itself in the middle of training; every survivor
+  records when its collective raised and the message, then checks that its next collective
+  raises too (OUT_DIR/rank<r>), ignoring SIGTERM so that the launcher's kill-all does not end
+  it first.
+MODE stop VICTIM: the same with SIGSTOP; the survivors' error comes once the process group's
+  timeout (ARG seconds) expires.
+MODE resume VICTIM: a checkpoint every step; in the launcher's first attempt rank VICTIM is
+  SIGKILLed at step 5; torchrun --max_restarts starts every worker again, which resume from
+  the checkpoint and finish (OUT_DIR/done<r>: the step they resumed at and a weight checksum).
+"""
+import datetime
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import horovod.torch  # noqa: F401  (registers the "hvd" backend)
+
+backend, out_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+victim = int(sys.argv[4]) if len(sys.argv) > 4 else -1
+timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 60
+dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+rank, size = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                      nn.Linear(64, 5))
+ddp = nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(step * 100 + rank)
+    return torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)
+
+
+def step_once(step):
+    opt.zero_grad()
+    x, y = batch(step)
+    nn.functional.cross_entropy(ddp(x), y).backward()
+    opt.step()
+
+
+if mode == "train":
+    for step in range(30):
+        step_once(step)
+    if rank == 0:
+        torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
+elif mode in ("kill", "stop"):
+    if rank != victim:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        for step in range(1000000):
+            if rank == victim and step == 20:
+                with open(os.path.join(out_dir, "killed"), "w") as f:
+                    f.write(repr(time.time()))
+                os.kill(os.getpid(), signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+            step_once(step)
+    except RuntimeError as e:
+        seen = time.time()
+        try:
+            t = torch.ones(4)
+            dist.all_reduce(t)
+            after = "the next all_reduce did not raise"
+        except RuntimeError as e2:
+            after = f"next: {e2}"
+        report = os.path.join(out_dir, f"rank{rank}")
+        with open(report + ".tmp", "w") as f:
+            f.write(f"{seen!r}\n{e}\n{after}\n")
+        os.replace(report + ".tmp", report)  # whole, once it is there
+        os._exit(0)
+elif mode == "resume":
+    ckpt = os.path.join(out_dir, "ckpt.pt")
+    start = 0
+    if os.path.exists(ckpt):
+        state = torch.load(ckpt)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"] + 1
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    for step in range(start, 12):
+        if attempt == 0 and rank == victim and step == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        step_once(step)
+        dist.barrier()  # every rank has finished the step: rank 0's checkpoint is complete
+        if rank == 0:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
+                       ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)
+        dist.barrier()
+    checksum = sum(float(p.double().sum()) for p in model.parameters())
+    with open(os.path.join(out_dir, f"done{rank}"), "w") as f:
+        f.write(f"{start} {attempt} {checksum!r}\n")
+dist.destroy_process_group()

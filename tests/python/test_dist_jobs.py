@@ -1,0 +1,92 @@
+"""Whole torch.distributed jobs on the "hvd" backend (tests/python/jobs/ddp_job.py), driven from
+one pytest process: DDP ends with gloo's weights bit for bit, a rank SIGKILLed or SIGSTOPped
+mid-training is named by every survivor, and torchrun --max_restarts resumes from a
+checkpoint. HVD_BUILD_DIR names the build tree."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "jobs", "ddp_job.py")
+TORCHRUN = [sys.executable, os.path.join(HERE, "torchrun.py")]
+HOROVODRUN = [os.path.join(BUILD, "horovodrun")]
+
+
+def run(launcher, np_, args, timeout=120, until=None, **popen):
+    """Run the job: its exit status and output, once it ends, or once until() holds, or at
+    the deadline: then its whole process group is killed (a stopped rank keeps a launcher
+    waiting for ever, which is the launcher's matter, not this backend's)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+    cmd = (TORCHRUN + ["--nproc_per_node", str(np_)] if launcher == "torchrun"
+           else HOROVODRUN + ["-np", str(np_)])
+    p = subprocess.Popen(cmd + [sys.executable, JOB] + args if launcher != "torchrun" else
+                         cmd + popen.pop("extra", []) + [JOB] + args, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < deadline and not (until and until()):
+        time.sleep(0.1)
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+    out, _ = p.communicate()
+    return p.returncode, out
+
+
+def test_ddp_same_weights_as_gloo(tmp_path):
+    weights = {}
+    for backend in ("gloo", "hvd"):
+        d = tmp_path / backend
+        d.mkdir()
+        rc, out = run("torchrun", 2, [backend, str(d), "train"])
+        assert rc == 0, out
+        weights[backend] = torch.load(d / "weights.pt")
+    for name, w in weights["gloo"].items():  # gloo sums two values exactly, and so does hvd
+        assert torch.equal(w, weights["hvd"][name]), name
+
+
+def survivors(out_dir, np_, victim):
+    killed = float((out_dir / "killed").read_text())
+    reports = {}
+    for rank in range(np_):
+        if rank == victim:
+            continue
+        f = out_dir / f"rank{rank}"
+        assert f.exists(), f"rank {rank} saw no error"
+        seen, rest = f.read_text().split("\n", 1)
+        reports[rank] = (float(seen) - killed, rest)
+    return reports
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "horovodrun"])
+def test_killed_rank_is_named_within_two_seconds(tmp_path, launcher):
+    rc, out = run(launcher, 3, ["hvd", str(tmp_path), "kill", "1"], timeout=120)
+    for rank, (after, text) in survivors(tmp_path, 3, 1).items():
+        assert after < 2.0, f"rank {rank} raised {after:.2f} s after the kill"
+        assert "rank 1 (host " in text, text
+        assert "next: " in text and "rank 1" in text.split("next: ")[1], text
+
+
+def test_stopped_rank_is_named_when_the_timeout_expires(tmp_path):
+    # init_process_group(timeout=3 s) bounds every wait of the backend
+    rc, out = run("torchrun", 3, ["hvd", str(tmp_path), "stop", "1", "3"], timeout=60,
+                  until=lambda: all((tmp_path / f"rank{r}").exists() for r in (0, 2)))
+    for rank, (after, text) in survivors(tmp_path, 3, 1).items():
+        assert 2.5 < after < 8.0, f"rank {rank} raised {after:.2f} s after the stop"
+        assert "rank 1" in text, text
+
+
+def test_torchrun_restart_resumes_from_checkpoint(tmp_path):
+    rc, out = run("torchrun", 3, ["hvd", str(tmp_path), "resume", "1"], timeout=180,
+                  extra=["--max_restarts", "1"])
+    assert rc == 0, out
+    done = [(tmp_path / f"done{r}").read_text().split() for r in range(3)]
+    for start, attempt, checksum in done:
+        assert attempt == "1"  # the second attempt finished
+        assert int(start) >= 5  # from the checkpoint the first attempt wrote
+    assert len({d[2] for d in done}) == 1  # every rank ended with the same weights
