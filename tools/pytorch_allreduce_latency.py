@@ -1,12 +1,14 @@
 """Per-call cost of one allreduce from Python: hvd.allreduce against
-torch.distributed.all_reduce with gloo, on float32 tensors of the given element counts.
+torch.distributed.all_reduce (gloo, or hvd's own torch.distributed backend), on float32
+tensors of the given element counts.
 
-    horovodrun -np 2 /usr/bin/python3 tools/pytorch_allreduce_latency.py [--gloo] \
-        [--counts 1,262144] [--iters 2000] [--warmup 200]
+    horovodrun -np 2 /usr/bin/python3 tools/pytorch_allreduce_latency.py \
+        [--dist gloo|hvd] [--counts 1,262144] [--iters 2000] [--warmup 200]
 
 Each rank times every call; the reported figure is the median over the calls of the largest
 time over the ranks (the job waits for its slowest rank), in microseconds. --gloo runs the
-same loop under torch.distributed (gloo backend) with horovodrun as its launcher. For the C
+same loop under torch.distributed (gloo backend) with horovodrun as its launcher; --dist hvd
+under torch.distributed on the "hvd" backend (init_process_group("hvd"), the job's world). For the C
 API's figure, run tools/hvd_allreduce_perf with the same sizes.
 """
 import argparse
@@ -16,7 +18,9 @@ import time
 import torch
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--gloo", action="store_true", help="torch.distributed with gloo instead")
+parser.add_argument("--gloo", action="store_true", help="the same as --dist gloo")
+parser.add_argument("--dist", choices=["gloo", "hvd"],
+                    help="torch.distributed.all_reduce on this backend instead")
 parser.add_argument("--counts", default="1,262144", help="float32 elements per call")
 parser.add_argument("--iters", type=int, default=2000)
 parser.add_argument("--warmup", type=int, default=200)
@@ -26,12 +30,19 @@ parser.add_argument("--port", type=int, default=29512)
 def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.gloo:
+    backend = "gloo" if args.gloo else args.dist
+    if backend:
         import torch.distributed as dist
-        rank, size = int(os.environ.get("HOROVOD_RANK", 0)), int(os.environ.get("HOROVOD_SIZE", 1))
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(args.port))
-        dist.init_process_group("gloo", rank=rank, world_size=size)
+        if backend == "hvd":
+            import horovod.torch  # noqa: F401  (registers the backend)
+            dist.init_process_group("hvd")
+            rank, size = dist.get_rank(), dist.get_world_size()
+        else:
+            rank = int(os.environ.get("HOROVOD_RANK", 0))
+            size = int(os.environ.get("HOROVOD_SIZE", 1))
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(args.port))
+            dist.init_process_group("gloo", rank=rank, world_size=size)
 
         def call(t):
             dist.all_reduce(t)
@@ -40,7 +51,7 @@ def main():
             t = torch.tensor([x], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return t.item()
-        name = "torch.distributed.all_reduce (gloo)"
+        name = f"torch.distributed.all_reduce ({backend})"
     else:
         import horovod.torch as hvd
         hvd.init()

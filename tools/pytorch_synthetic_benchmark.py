@@ -3,11 +3,13 @@ sized for CPUs, with two peers to compare against:
 
     horovodrun -np 2 /usr/bin/python3 tools/pytorch_synthetic_benchmark.py          # hvd
     horovodrun -np 2 /usr/bin/python3 tools/pytorch_synthetic_benchmark.py --ddp    # DDP, gloo
+    horovodrun -np 2 /usr/bin/python3 tools/pytorch_synthetic_benchmark.py --ddp --ddp-backend hvd
     horovodrun -np 2 /usr/bin/python3 tools/pytorch_synthetic_benchmark.py --no-comm
 
 --ddp runs the same model, data and optimizer under torch.distributed's
 DistributedDataParallel with the gloo backend (horovodrun is only its launcher: ranks come
-from HOROVOD_RANK/HOROVOD_SIZE); --no-comm runs them with no communication at all, the limit
+from HOROVOD_RANK/HOROVOD_SIZE), or with --ddp-backend hvd on hvd's torch.distributed
+backend (the job's world); --no-comm runs them with no communication at all, the limit
 that perfect overlap of communication with computation would reach. Each iteration is
 --num-batches-per-iter steps on random data; img/s per rank is reported with a 95% interval
 (1.96 standard deviations over the iterations) and the total over the ranks.
@@ -43,6 +45,8 @@ mode = parser.add_mutually_exclusive_group()
 mode.add_argument("--ddp", action="store_true", help="torch DDP with the gloo backend")
 mode.add_argument("--no-comm", action="store_true", help="no communication (the limit)")
 parser.add_argument("--ddp-port", type=int, default=29511)
+parser.add_argument("--ddp-backend", default="gloo", choices=["gloo", "hvd"],
+                    help="the torch.distributed backend of --ddp")
 parser.add_argument("--paired", action="store_true",
                     help="hvd: also time a twin with no communication in every iteration")
 
@@ -65,10 +69,14 @@ def main():
     local_size = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1"))
     if args.ddp:
         import torch.distributed as dist
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(args.ddp_port))
-        dist.init_process_group("gloo", rank=rank, world_size=size)
-        runtime = "DDP (gloo)"
+        if args.ddp_backend == "hvd":
+            import horovod.torch  # noqa: F401  (registers the backend)
+            dist.init_process_group("hvd")
+        else:
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(args.ddp_port))
+            dist.init_process_group("gloo", rank=rank, world_size=size)
+        runtime = f"DDP ({args.ddp_backend})"
     elif not args.no_comm:
         import horovod.torch as hvd
         hvd.init()

@@ -27,6 +27,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from urllib.parse import urlparse
 
@@ -42,6 +43,10 @@ from horovod.torch import mpi_ops as _ops
 _rdv = importlib.import_module("torch.distributed.rendezvous")
 
 BACKEND = "hvd"
+# How many operations of one signature may be in flight before a name comes round again
+# (a later one then waits for the earlier to complete, ProcessGroupHvd._reuse).
+_NAME_CYCLE = 16
+_CYCLE_TEXT = [str(k) for k in range(_NAME_CYCLE)]
 
 _ProcessGroup = torch._C._distributed_c10d.ProcessGroup
 _Work = torch._C._distributed_c10d.Work
@@ -186,7 +191,7 @@ class _PyWork(_Work):
         super().__init__()
         self._handles, self._finish = handles, finish
         self._base = torch.futures.Future()
-        self._fut = _public_future(self._base)
+        self._fut = None  # _public_future(self._base), made when asked for
         self._lock = threading.Lock()
         self._claimed = False  # someone (this Work's caller or the completer) settles it
 
@@ -198,35 +203,37 @@ class _PyWork(_Work):
     def wait(self, timeout=None):
         if self._claim():
             _settle(self._handles, self._finish, self._base)
-        self._fut.wait()  # raises the operation's error
+        self._base.wait()  # raises the operation's error
         return True
 
     def get_future(self):
         if self._claim():
             _completer.submit(self._handles, self._finish, self._base)
+        if self._fut is None:
+            self._fut = _public_future(self._base)
         return self._fut
 
     def is_completed(self):
-        if not self._fut.done() and not self._claimed and \
+        if not self._base.done() and not self._claimed and \
                 all(_hvd.poll(h) for h in self._handles) and self._claim():
             _settle(self._handles, self._finish, self._base)
-        return self._fut.done()
+        return self._base.done()
 
     def is_success(self):
         return self.is_completed() and self.exception() is None
 
     def exception(self):
-        if not self._fut.done():
+        if not self._base.done():
             return None
         try:
-            self._fut.value()
+            self._base.value()
         except RuntimeError as e:
             return e
         return None
 
     def result(self):
         self.wait()
-        return self._fut.value()
+        return self._base.value()
 
     def synchronize(self):
         self.wait()
@@ -289,7 +296,8 @@ class ProcessGroupHvd(_ProcessGroup):
         self._pset = pset
         self._global = list(global_ranks)  # group rank -> global rank
         self._prefix = f"dist.{group_id or 'world'}"
-        self._seq = 0
+        self._counts = {}    # operations posted so far, per signature (_name)
+        self._inflight = {}  # name -> the handle that last had it
         self._lock = threading.Lock()
 
     # torch asks the backend its name through either of these
@@ -304,11 +312,35 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- plumbing
 
-    def _names(self, n):
+    def _name(self, kind, item, i, n):
+        """The engine's name of item i of n of an operation. torch issues a group's
+        operations in the same order on every member, so a count of the operations of one
+        signature names them alike on every rank; the names come round again (modulo
+        _NAME_CYCLE), so that a training loop's operations hit libhvd's response cache. Only
+        what every rank agrees on goes into the signature (alltoall's shapes differ)."""
+        _, _, _, dtype, shape, op, _, _, root, _, _, _ = item
+        sig = (kind, dtype, None if kind == _hvd.ALLTOALL else shape, op, root, i, n)
         with self._lock:
-            base = self._seq
-            self._seq += 1
-        return [f"{self._prefix}.{base}.{i}" for i in range(n)]
+            entry = self._counts.get(sig)
+            if entry is None:
+                shape_text = "x".join(map(str, shape)) if sig[2] is not None else "-"
+                entry = self._counts[sig] = [
+                    f"{self._prefix}.{kind}.{dtype}.{shape_text}.{op}.{root}.{i}.{n}#", 0]
+            k = entry[1]
+            entry[1] = k + 1
+        return entry[0] + _CYCLE_TEXT[k % _NAME_CYCLE]
+
+    def _reuse(self, name):
+        """Wait until the operation that had name last on this rank is done: a name may be in
+        flight once (all ranks posted the earlier one already, so it completes)."""
+        h = self._inflight.get(name)
+        while h is not None:
+            try:
+                if _hvd.poll(h):
+                    break
+            except ValueError:  # released already: done
+                break
+            time.sleep(0.0005)
 
     def _item(self, name, send, recv, like, op=_hvd.SUM, root=0, splits=None, allocate=False):
         return (name, send.data_ptr() if send is not None else 0,
@@ -319,10 +351,16 @@ class ProcessGroupHvd(_ProcessGroup):
         """Enqueue items atomically; the returned Work completes with finish(results) (then
         then(that), when given). keep: what must stay alive until libhvd is done (buffers it
         reads or writes)."""
+        n = len(items)
+        items = [(self._name(kind, it, i, n),) + it[1:] for i, it in enumerate(items)]
+        for it in items:
+            self._reuse(it[0])
         try:
             handles = _hvd.enqueue(kind, items)
         except ValueError as e:
             raise ValueError(f"hvd backend: {e}") from None
+        for it, h in zip(items, handles):
+            self._inflight[it[0]] = h
         return _work(handles, _compose(finish, then, keep))
 
     def _root(self, root, what):
@@ -336,14 +374,16 @@ class ProcessGroupHvd(_ProcessGroup):
     def _allreduce(self, tensors, op, what, then=None):
         for t in tensors:
             _check(t, what)
-        key = _op_key(op)
-        if key in _BITWISE:
-            return self._bitwise_allreduce(tensors, _BITWISE[key], what, then)
-        if key not in _HVD_OPS:
-            raise RuntimeError(f"hvd backend: {what} does not support the reduce op {op}")
-        hop = _HVD_OPS[key]
+        hop = _HVD_OPS.get(op)  # (one lookup: a ReduceOp hashes in Python, ~1 us)
+        if hop is None:
+            key = _op_key(op)
+            if key in _BITWISE:
+                return self._bitwise_allreduce(tensors, _BITWISE[key], what, then)
+            if key not in _HVD_OPS:
+                raise RuntimeError(f"hvd backend: {what} does not support the reduce op {op}")
+            hop = _HVD_OPS[key]
         bufs = [_flat(t) for t in tensors]
-        names = self._names(len(tensors))
+        names = [None] * len(tensors)
         items = [self._item(n, b, b, b, op=hop) for n, b in zip(names, bufs)]
 
         def finish(_, tensors=tensors, bufs=bufs):
@@ -361,7 +401,7 @@ class ProcessGroupHvd(_ProcessGroup):
         size = self.size()
         srcs = [_flat(t) for t in tensors]
         outs = [torch.empty(size * s.numel(), dtype=s.dtype) for s in srcs]
-        names = self._names(len(tensors))
+        names = [None] * len(tensors)
         items = [self._item(n, s, o, s) for n, s, o in zip(names, srcs, outs)]
 
         def finish(_, tensors=tensors, outs=outs):
@@ -398,7 +438,7 @@ class ProcessGroupHvd(_ProcessGroup):
         for t in tensors:
             _check(t, "broadcast")
         bufs = [_flat(t) for t in tensors]
-        names = self._names(len(tensors))
+        names = [None] * len(tensors)
         items = [self._item(n, b, b, b, root=groot) for n, b in zip(names, bufs)]
 
         def finish(_, tensors=tensors, bufs=bufs):
@@ -418,7 +458,7 @@ class ProcessGroupHvd(_ProcessGroup):
             _check(t, what)
         srcs = [_flat(t) for t in inputs]
         outs = [torch.empty(size * s.numel(), dtype=s.dtype) for s in srcs]
-        names = self._names(len(inputs))
+        names = [None] * len(inputs)
         items = [self._item(n, s, o, s) for n, s, o in zip(names, srcs, outs)]
 
         def finish(_, outs=outs):
@@ -465,7 +505,7 @@ class ProcessGroupHvd(_ProcessGroup):
                                f"{output.numel()} {output.dtype}")
         src = _flat(input)
         out = _flat(output)
-        (name,) = self._names(1)
+        name = None
 
         def finish(_, output=output, out=out):
             if out.data_ptr() != output.data_ptr() or not output.is_contiguous():
@@ -488,7 +528,7 @@ class ProcessGroupHvd(_ProcessGroup):
     def _alltoall_rows(self, send, splits, output, what, then=None):
         """alltoall of send's rows (splits rows to each group rank) into output (flat copy of
         what every rank sent here, in rank order)."""
-        (name,) = self._names(1)
+        name = None
         item = self._item(name, send, None, send, splits=tuple(int(s) for s in splits),
                           allocate=True)
 
@@ -550,7 +590,7 @@ class ProcessGroupHvd(_ProcessGroup):
         n, rank = output.numel(), self.rank()
         if key in (_RedOp.SUM,) or (hasattr(_RedOp, "AVG") and key == _RedOp.AVG):
             out = _flat(output)
-            (name,) = self._names(1)
+            name = None
             item = self._item(name, send, out, send, op=_HVD_OPS[key])
 
             def finish(_, output=output, out=out):
@@ -638,7 +678,7 @@ class ProcessGroupHvd(_ProcessGroup):
 
     def barrier(self, opts=None):
         token = torch.zeros(1, dtype=torch.int32)
-        (name,) = self._names(1)
+        name = None
         return self._post(_hvd.ALLREDUCE, [self._item(name, token, token, token)],
                           lambda _: [token], token)
 
@@ -730,7 +770,9 @@ class _JobStore(dist.Store):
         return self._values.pop(key, None) is not None
 
 
-_job_store = {}  # keeps the Python side of the store alive while torch's C++ holds it
+# The Python side of the store, alive for the life of the process: torch's C++ (a PrefixStore
+# of it that a program kept) may call it after the world is gone.
+_job_store = {}
 
 
 def _under_horovodrun():
@@ -818,7 +860,6 @@ def _agree(rank, size):
 
 def _shutdown_world():
     _psets.clear()
-    _job_store.clear()
     _basics.shutdown()
     _owned["init"] = False
 

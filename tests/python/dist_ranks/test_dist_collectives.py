@@ -370,11 +370,18 @@ def test_launcher_environment():
 
 
 def test_destroy_and_init_again():
+    rank_before, size_before = rank(), size()
     t = torch.tensor([1.0])
     dist.all_reduce(t)
+    # The second world meets in the first one's store, under a prefix of its own: a second
+    # env:// rendezvous in one process races in torch itself (rank 0 closes its TCPStore
+    # server while a faster rank already reconnected to it), whatever the backend.
+    store = dist.PrefixStore("again", dist.distributed_c10d._get_default_store())
     dist.destroy_process_group()
     assert not dist.is_initialized()
-    dist.init_process_group("hvd", timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("hvd", store=store, rank=rank_before, world_size=size_before,
+                            timeout=datetime.timedelta(seconds=60))
+    assert dist.get_backend() == "hvd"
     t = torch.tensor([float(rank())])
     dist.all_reduce(t)
     assert t.item() == sum(range(size()))
