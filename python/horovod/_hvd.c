@@ -530,11 +530,10 @@ static PyObject *p2p_post(PyObject *args, int send) {
         return NULL;
     }
     hvd_handle_t h;
-    hvd_status_t st =
-        send ? hvd_send_async((const void *)(uintptr_t)ptr, (size_t)count, (hvd_dtype_t)dtype,
-                              peer, tag, &h)
-             : hvd_recv_async((void *)(uintptr_t)ptr, (size_t)count, (hvd_dtype_t)dtype, peer,
-                              tag, &h);
+    hvd_status_t st = send ? hvd_send_async((const void *)(uintptr_t)ptr, (size_t)count,
+                                            (hvd_dtype_t)dtype, peer, tag, &h)
+                           : hvd_recv_async((void *)(uintptr_t)ptr, (size_t)count,
+                                            (hvd_dtype_t)dtype, peer, tag, &h);
     if (st != HVD_OK)
         return raise_status(st);
     return PyLong_FromLongLong(h);
