@@ -780,10 +780,19 @@ def _under_horovodrun():
                 os.environ.get("HOROVOD_RANK"))
 
 
+def _for_hvd():
+    """Whether the init_process_group running this rendezvous is for the "hvd" backend (a
+    gloo job under horovodrun keeps torch's own env:// and its errors)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "init_process_group":
+        frame = frame.f_back
+    return frame is not None and str(frame.f_locals.get("backend", "")).lower() == BACKEND
+
+
 def _env_handler(url, timeout=_c10d.default_pg_timeout, **kwargs):
     """torch's env:// rendezvous, except in a horovodrun job without MASTER_ADDR: there the
     world is hvd's, initialised here, with _JobStore as torch's store."""
-    if os.environ.get("MASTER_ADDR") or not _under_horovodrun():
+    if os.environ.get("MASTER_ADDR") or not _under_horovodrun() or not _for_hvd():
         yield from _orig_env_handler(url, timeout=timeout, **kwargs)
         return
     query = dict(q.split("=", 1) for q in urlparse(url).query.split("&") if "=" in q)

@@ -385,3 +385,17 @@ def test_destroy_and_init_again():
     t = torch.tensor([float(rank())])
     dist.all_reduce(t)
     assert t.item() == sum(range(size()))
+
+
+def test_gloo_under_horovodrun_keeps_torchs_rendezvous(monkeypatch):
+    # the backend's env:// rendezvous stands in for torch's only for init_process_group("hvd")
+    # in a horovodrun job without MASTER_ADDR; a gloo job gets torch's own, and its errors
+    if not os.environ.get("HOROVOD_RANK") or os.environ.get("MASTER_ADDR"):
+        pytest.skip("a horovodrun job without MASTER_ADDR")
+    from horovod.torch import distributed as hvd_backend
+    monkeypatch.delenv("RANK", raising=False)
+
+    def init_process_group(backend):  # (the handler reads its caller's `backend`)
+        return next(hvd_backend._env_handler("env://"))
+    with pytest.raises(ValueError, match="RANK"):
+        init_process_group("gloo")
