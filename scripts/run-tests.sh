@@ -47,7 +47,7 @@ phase "fuzz: build-fuzz"
 # labelled tsan (tests/mrank/mrank.cmake), on a build of just what they run.
 phase "configure + build: build-tsan (-DHVD_TSAN=ON)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVD_WERROR=ON -DHVD_TSAN=ON >/dev/null
-cmake --build build-tsan -j "$jobs" --target horovodrun collectives_check async_check >/dev/null
+cmake --build build-tsan -j "$jobs" --target horovodrun collectives_check async_check p2p_check >/dev/null
 phase "test: build-tsan"
 (cd build-tsan && TSAN_OPTIONS=second_deadlock_stack=1 ctest --output-on-failure -j "$jobs" --timeout 300 -L tsan)
 
