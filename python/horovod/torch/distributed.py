@@ -243,7 +243,7 @@ class _PyWork(_Work):
             _completer.submit(self._handles, self._finish, self._base)  # releases the handles
 
 
-_THIS_FILE = os.path.normcase(__file__)
+_THIS_FILE = sys._getframe(0).f_code.co_filename  # (as frames name it)
 
 
 def _work(handles, finish):
@@ -251,7 +251,7 @@ def _work(handles, finish):
     caller in C++ (DDP's reducer, _broadcast_coalesced, ...), which may hold a Work after
     its Python object is gone, a Work made from a future the completion thread fulfils."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.normcase(frame.f_code.co_filename) == _THIS_FILE:
+    while frame is not None and frame.f_code.co_filename == _THIS_FILE:
         frame = frame.f_back
     if frame is not None and frame.f_code.co_filename == _c10d.__file__:
         return _PyWork(handles, finish)
@@ -262,9 +262,12 @@ def _work(handles, finish):
 
 # ---- the process group --------------------------------------------------------------------
 
+_DTYPE_CODES = _ops._DTYPES
+
+
 def _dtype(tensor, what):
     try:
-        return _ops._DTYPES[tensor.dtype]
+        return _DTYPE_CODES[tensor.dtype]
     except KeyError:
         raise RuntimeError(f"hvd backend: {what} does not support {tensor.dtype} tensors "
                            "(float16, bfloat16, float32, float64, uint8, int8, int16, int32, "
@@ -274,7 +277,7 @@ def _dtype(tensor, what):
 def _check(tensor, what):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"hvd backend: {what} takes tensors, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
+    if not tensor.is_cpu:
         raise RuntimeError(f"hvd backend: {what} runs on CPU tensors; this one is on "
                            f"{tensor.device}")
     if tensor.is_sparse:
@@ -382,6 +385,13 @@ class ProcessGroupHvd(_ProcessGroup):
             if key not in _HVD_OPS:
                 raise RuntimeError(f"hvd backend: {what} does not support the reduce op {op}")
             hop = _HVD_OPS[key]
+        if len(tensors) == 1 and tensors[0].is_contiguous():
+            # the common case, DDP's buckets and dist.all_reduce: in place, nothing to copy
+            t = tensors[0]
+            ptr = t.data_ptr()
+            item = (None, ptr, ptr, _DTYPE_CODES[t.dtype], (t.numel(),), hop, 1.0, 1.0, 0, None,
+                    self._pset, False)
+            return self._post(_hvd.ALLREDUCE, [item], lambda _: tensors, tensors, then)
         bufs = [_flat(t) for t in tensors]
         names = [None] * len(tensors)
         items = [self._item(n, b, b, b, op=hop) for n, b in zip(names, bufs)]
