@@ -53,14 +53,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#define RANK_CHECK_PROGRAM "async_check"
+#include "rank_check.h"
+
 #include "check_clock.h"
 
 #define GUARD 32
 #define GUARD_BYTE 0x5a
 #define SENTINEL_BYTE 0xa5
 
-static const char *g_scn = "?";
-static int g_rank = -1, g_size = 0;
 static long long g_checked; /* elements compared */
 
 static struct {
@@ -69,63 +70,7 @@ static struct {
     int delay_ms;
 } opt = {NULL, 0, 3000};
 
-/* ---- failing ------------------------------------------------------------------------ */
-
-__attribute__((format(printf, 2, 3), noreturn)) static void fail_at(int line, const char *fmt,
-                                                                    ...) {
-    char buf[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "FAIL async_check %s [rank %d of %d] line %d: %s\n", g_scn, g_rank, g_size,
-            line, buf);
-    fflush(stderr);
-    fflush(stdout);
-    _exit(1);
-}
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            fail_at(__LINE__, __VA_ARGS__);                                                        \
-    } while (0)
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        hvd_status_t st_ = (call);                                                                 \
-        if (st_ != HVD_OK)                                                                         \
-            fail_at(__LINE__, "%s returned %s: %s", #call, hvd_status_str(st_), hvd_last_error()); \
-    } while (0)
-
-/* The call must return status want; its message is then in hvd_last_error(). */
-#define EXPECT(want, call)                                                                         \
-    do {                                                                                           \
-        hvd_status_t st_ = (call);                                                                 \
-        if (st_ != (want))                                                                         \
-            fail_at(__LINE__, "%s returned %s, expected %s: %s", #call, hvd_status_str(st_),       \
-                    hvd_status_str(want), st_ == HVD_OK ? "" : hvd_last_error());                  \
-    } while (0)
-
-/* msg must contain sub. */
-#define HAS(msg, sub)                                                                              \
-    do {                                                                                           \
-        const char *m_ = (msg), *s_ = (sub);                                                       \
-        if (!strstr(m_, s_))                                                                       \
-            fail_at(__LINE__, "[%s] not found in the message: %s", s_, m_);                        \
-    } while (0)
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(n ? n : 1, 1); /* zeroed: nothing is ever read uninitialised */
-    CHECK(p, "out of memory for %zu bytes", n);
-    return p;
-}
+/* (failing: rank_check.h) */
 
 static void init_hvd(void) {
     OK(hvd_init());
