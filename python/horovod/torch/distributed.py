@@ -290,6 +290,20 @@ def _flat(tensor):
     return tensor.contiguous().view(-1) if tensor.dim() else tensor.contiguous().view(1)
 
 
+def _in_place(tensors):
+    """Contiguous 1-D buffers for tensors that libhvd writes in place (each tensor itself,
+    viewed, when it is contiguous), and the finish that copies the results into the tensors
+    that are not their own buffers."""
+    bufs = [_flat(t) for t in tensors]
+
+    def finish(_):
+        for t, b in zip(tensors, bufs):
+            if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
+                t.copy_(b.view(t.shape))
+        return tensors
+    return bufs, finish
+
+
 class ProcessGroupHvd(_ProcessGroup):
     """A torch.distributed process group over libhvd: the world (process set 0) or a group made
     by new_group (an hvd process set)."""
@@ -392,15 +406,8 @@ class ProcessGroupHvd(_ProcessGroup):
             item = (None, ptr, ptr, _DTYPE_CODES[t.dtype], (t.numel(),), hop, 1.0, 1.0, 0, None,
                     self._pset, False)
             return self._post(_hvd.ALLREDUCE, [item], lambda _: tensors, tensors, then)
-        bufs = [_flat(t) for t in tensors]
-        names = [None] * len(tensors)
-        items = [self._item(n, b, b, b, op=hop) for n, b in zip(names, bufs)]
-
-        def finish(_, tensors=tensors, bufs=bufs):
-            for t, b in zip(tensors, bufs):
-                if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
-                    t.copy_(b.view(t.shape))
-            return tensors
+        bufs, finish = _in_place(tensors)
+        items = [self._item(None, b, b, b, op=hop) for b in bufs]
         return self._post(_hvd.ALLREDUCE, items, finish, (tensors, bufs), then)
 
     def _bitwise_allreduce(self, tensors, fn, what, then=None):
@@ -447,15 +454,8 @@ class ProcessGroupHvd(_ProcessGroup):
         groot = self._root(root, "broadcast")
         for t in tensors:
             _check(t, "broadcast")
-        bufs = [_flat(t) for t in tensors]
-        names = [None] * len(tensors)
-        items = [self._item(n, b, b, b, root=groot) for n, b in zip(names, bufs)]
-
-        def finish(_, tensors=tensors, bufs=bufs):
-            for t, b in zip(tensors, bufs):
-                if b.data_ptr() != t.data_ptr() or not t.is_contiguous():
-                    t.copy_(b.view(t.shape))
-            return tensors
+        bufs, finish = _in_place(tensors)
+        items = [self._item(None, b, b, b, root=groot) for b in bufs]
         return self._post(_hvd.BROADCAST, items, finish, (tensors, bufs))
 
     # -- allgather and gather
