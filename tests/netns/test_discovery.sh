@@ -238,13 +238,17 @@ grep -q '__asan_init' "$HVDRUN" && sanitized=1
 bad=10000
 ((sanitized)) && bad=2000
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# (emptied first: the background job opens it only when it starts, and driver_port must not
+# read the previous step's port meanwhile, then look for a launcher not started yet)
+: >"$TMP/out"
 (cd "$TMP" && HVD_TEST_H3_GATE=$TMP/h3-go PATH="$TMP/latebin:$PATH" on h1 timeout -k 5 150 \
   "$HVDRUN" --disable-cache --verbose --start-timeout 120 -np 3 -H h1:1,h2:1,h3:1 \
   "$HVD_BUILD_DIR/examples/hello" >"$TMP/out" 2>"$TMP/err") &
 job=$!
 port=$(driver_port "$TMP/out")
 [[ -n "$port" ]] || fail "barrage: no driver port in: $(cat "$TMP/out")"
-launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose --start-timeout 120 -np 3") || fail "barrage: no launcher"
+launcher=$(pgrep -o -f "^$HVDRUN --disable-cache --verbose --start-timeout 120 -np 3") ||
+  fail "barrage: no launcher; its output: $(cat "$TMP/out" "$TMP/err")"
 task=""
 for _ in $(seq 100); do
   task=$(task_service_pid 2 | head -1)
