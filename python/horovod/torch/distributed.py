@@ -460,9 +460,9 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- allgather and gather
 
-    def _gather_into(self, outputs_per_input, inputs, what, root=None):
+    def _gather_into(self, outputs_per_input, inputs, what):
         """Allgather each input; outputs_per_input[i] is the list of size tensors it fills
-        (only on root when root is given; None elsewhere)."""
+        (None: this rank keeps nothing, as gather's non-root ranks)."""
         size = self.size()
         for t in inputs:
             _check(t, what)
@@ -506,13 +506,17 @@ class ProcessGroupHvd(_ProcessGroup):
         self._check_outputs(output_lists, input_list, "all_gather_coalesced")
         return self._gather_into(output_lists, input_list, "all_gather_coalesced")
 
+    def _check_whole(self, whole, part, what, role):
+        """whole (the role tensor of what) must hold one part per rank of the group."""
+        _check(whole, what)
+        _check(part, what)
+        if whole.numel() != self.size() * part.numel() or whole.dtype != part.dtype:
+            raise RuntimeError(f"hvd backend: {what}: the {role} must hold {self.size()} x "
+                               f"{part.numel()} {part.dtype} elements; it has {whole.numel()} "
+                               f"{whole.dtype}")
+
     def _allgather_base(self, output, input, opts=None):
-        _check(output, "all_gather_into_tensor")
-        _check(input, "all_gather_into_tensor")
-        if output.numel() != self.size() * input.numel() or output.dtype != input.dtype:
-            raise RuntimeError(f"hvd backend: all_gather_into_tensor: the output must hold "
-                               f"{self.size()} x {input.numel()} {input.dtype} elements; it has "
-                               f"{output.numel()} {output.dtype}")
+        self._check_whole(output, input, "all_gather_into_tensor", "output")
         src = _flat(input)
         out = _flat(output)
         name = None
@@ -631,12 +635,7 @@ class ProcessGroupHvd(_ProcessGroup):
         return self._reduce_scatter_flat(out, send, op, "reduce_scatter")
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        _check(output, "reduce_scatter_tensor")
-        _check(input, "reduce_scatter_tensor")
-        if input.numel() != self.size() * output.numel() or input.dtype != output.dtype:
-            raise RuntimeError(f"hvd backend: reduce_scatter_tensor: the input must hold "
-                               f"{self.size()} x {output.numel()} {output.dtype} elements; it "
-                               f"has {input.numel()} {input.dtype}")
+        self._check_whole(input, output, "reduce_scatter_tensor", "input")
         op = opts.reduceOp if opts is not None else _RedOp.SUM
         return self._reduce_scatter_flat(output, _flat(input), op, "reduce_scatter_tensor")
 

@@ -399,3 +399,10 @@ def test_gloo_under_horovodrun_keeps_torchs_rendezvous(monkeypatch):
         return next(hvd_backend._env_handler("env://"))
     with pytest.raises(ValueError, match="RANK"):
         init_process_group("gloo")
+
+
+def test_wrong_sizes_are_named():
+    with pytest.raises(RuntimeError, match=f"the output must hold {size()} x 3 torch.float32"):
+        dist.all_gather_into_tensor(torch.empty(size() * 3 + 1), torch.ones(3))
+    with pytest.raises(RuntimeError, match=f"the input must hold {size()} x 2 torch.float32"):
+        dist.reduce_scatter_tensor(torch.empty(2), torch.ones(size() * 2 + 1))
