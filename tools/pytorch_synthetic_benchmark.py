@@ -47,6 +47,9 @@ mode.add_argument("--no-comm", action="store_true", help="no communication (the 
 parser.add_argument("--ddp-port", type=int, default=29511)
 parser.add_argument("--ddp-backend", default="gloo", choices=["gloo", "hvd"],
                     help="the torch.distributed backend of --ddp")
+parser.add_argument("--ddp-noop-hook", action="store_true",
+                    help="--ddp with a communication hook that sends nothing: what DDP itself "
+                         "costs, the limit of any backend")
 parser.add_argument("--paired", action="store_true",
                     help="hvd: also time a twin with no communication in every iteration")
 
@@ -58,6 +61,13 @@ def build_model(name):
     return nn.Sequential(nn.Conv2d(1, 16, 5), nn.MaxPool2d(2), nn.ReLU(), nn.Conv2d(16, 32, 5),
                          nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(512, 128), nn.ReLU(),
                          nn.Linear(128, 10))
+
+
+def noop_hook(state, bucket):
+    """A DDP communication hook that communicates nothing (--ddp-noop-hook)."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def main():
@@ -93,6 +103,8 @@ def main():
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.01 * size)
     if args.ddp:
         model = nn.parallel.DistributedDataParallel(model)
+        if args.ddp_noop_hook:
+            model.register_comm_hook(None, noop_hook)
     elif not args.no_comm:
         compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
