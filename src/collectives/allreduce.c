@@ -4,6 +4,7 @@
  * float16 and bfloat16 are converted to float32 first, travel and accumulate as float32,
  * and are rounded once at the end. */
 #include "collectives/coll.h"
+#include "collectives/adasum.h"
 #include "collectives/dtype.h"
 #include "collectives/halving.h"
 #include "collectives/reduce.h"
@@ -181,7 +182,7 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
 hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t count,
                                   hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                   double postscale, const char *what, size_t *work_bytes_p) {
-    hvd_status_t st = hvd__reduce_check(dtype, op);
+    hvd_status_t st = op == HVD_ADASUM ? hvd__adasum_check(dtype) : hvd__reduce_check(dtype, op);
     if (st == HVD_OK)
         st = hvd__coll_bytes(count, hvd__dtype_size(work_dtype(dtype)), what, work_bytes_p);
     if (st == HVD_OK)
@@ -189,9 +190,10 @@ hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t cou
     if (st == HVD_OK)
         st = hvd__coll_check_buf(recv, count, what, "recvbuf");
     if (st == HVD_OK && (prescale != 1.0 || postscale != 1.0) &&
-        (dtype == HVD_BOOL || (op != HVD_SUM && op != HVD_AVERAGE)))
+        (dtype == HVD_BOOL || (op != HVD_SUM && op != HVD_AVERAGE && op != HVD_ADASUM)))
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
-                            "%s: prescale/postscale need op sum or average and a numeric dtype",
+                            "%s: prescale/postscale need op sum, average or adasum and a "
+                            "numeric dtype",
                             what);
     return st;
 }
@@ -235,6 +237,22 @@ void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void
     from_work(recv, acc, count, dtype, op, p, postscale);
 }
 
+hvd_status_t hvd__coll_adasum(hvd_group_t *g, const void *send, void *recv, size_t count,
+                              hvd_dtype_t dtype, double prescale, double postscale,
+                              const size_t *parts, size_t nparts) {
+    char what[128];
+    hvd__coll_what(g, "adasum allreduce", what, sizeof what);
+    hvd_sig_t sig = {.coll = HVD_COLL_ALLREDUCE,
+                     .dtype = (uint8_t)dtype,
+                     .op = HVD_ADASUM,
+                     .flags = g->ordered ? HVD_SIG_ORDERED : 0,
+                     .count = count};
+    hvd_status_t st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
+    if (st != HVD_OK || count == 0)
+        return st;
+    return hvd__adasum_run(g, send, recv, count, dtype, prescale, postscale, parts, nparts, what);
+}
+
 hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
                                  hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                  double postscale) {
@@ -258,6 +276,8 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return small(g, &sig, NULL, NULL, 0, HVD_UINT8, HVD_SUM, 1.0, 1.0, what);
     }
     int p = g->size;
+    if (op == HVD_ADASUM)
+        return hvd__coll_adasum(g, send, recv, count, dtype, prescale, postscale, NULL, 0);
     if (g->hier_local && bytes >= g->hier_min_bytes && !g->ordered)
         return hvd__shm_hier_allreduce(g, &sig, send, recv, count, dtype, op, prescale, postscale,
                                        what);

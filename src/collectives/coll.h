@@ -18,6 +18,11 @@
 hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, size_t count,
                                  hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                  double postscale);
+/* Adasum (adasum.h) of count elements in tensors of parts[0..nparts) elements (NULL, 0: one),
+ * after the agreement; hvd__coll_allreduce with HVD_ADASUM comes here with one tensor. */
+hvd_status_t hvd__coll_adasum(hvd_group_t *g, const void *send, void *recv, size_t count,
+                              hvd_dtype_t dtype, double prescale, double postscale,
+                              const size_t *parts, size_t nparts);
 hvd_status_t hvd__coll_broadcast(hvd_group_t *g, void *buf, size_t count, hvd_dtype_t dtype,
                                  int root);
 /* counts: one per rank (allgatherv); fixed_count used when counts is NULL (allgather). */

@@ -20,8 +20,9 @@ hvd_status_t hvd__reduce_check(hvd_dtype_t dtype, hvd_reduce_op_t op) {
                                                        "bool (use sum for or, min for and)");
         return HVD_OK;
     case HVD_ADASUM:
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "reduce op adasum is not supported for %s",
-                              hvd__dtype_name(dtype));
+        /* not elementwise: allreduce runs it (hvd__adasum_check), nothing else takes it */
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "reduce op adasum is supported by allreduce only");
     }
     return hvd__error_set(HVD_ERR_INVALID_ARG, "unknown reduce op %d", (int)op);
 }

@@ -59,8 +59,6 @@ hvd_status_t hvd_allreduce_async_ex(const char *name, const void *sendbuf, void 
     char what[1100];
     snprintf(what, sizeof what, "allreduce '%s'", name);
     size_t bytes;
-    if (op == HVD_ADASUM)
-        return hvd__error_set(HVD_ERR_UNSUPPORTED, "%s: Adasum is not available over TCP", what);
     st =
         hvd__allreduce_check(sendbuf, recvbuf, count, dtype, op, prescale, postscale, what, &bytes);
     if (st != HVD_OK)
@@ -97,9 +95,6 @@ hvd_status_t hvd_grouped_allreduce_async(const char *name, size_t n, const void 
     if (strlen(name) + 22 > HVD_NEG_NAME_MAX)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "grouped allreduce: name '%.40s...' too long",
                               name);
-    if (op == HVD_ADASUM)
-        return hvd__error_set(HVD_ERR_UNSUPPORTED,
-                              "grouped allreduce '%s': Adasum is not available over TCP", name);
     hvd_entry_t *xs = calloc(n, sizeof *xs);
     char *names = malloc(n * (HVD_NEG_NAME_MAX + 1));
     if (!xs || !names) {
@@ -398,9 +393,6 @@ static hvd_status_t tensor_entry(hvd_context_t *c, hvd_op_type_t type, const hvd
     size_t bytes;
     switch (type) {
     case HVD_OP_ALLREDUCE:
-        if (o->op == HVD_ADASUM)
-            return hvd__error_set(HVD_ERR_UNSUPPORTED, "%s: Adasum is not available over TCP",
-                                  what);
         x->op = o->op;
         x->prescale = o->prescale;
         x->postscale = o->postscale;

@@ -593,7 +593,8 @@ static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
                 s->flags |= HVD_SIG_INVALID;
                 return HVD_OK;
             }
-            if (wbytes > hvd__allreduce_inline_limit(g))
+            /* (Adasum is no reduction of blocks: it runs its own tree) */
+            if (wbytes > hvd__allreduce_inline_limit(g) || o->op == HVD_ADASUM)
                 return HVD_OK;
             *m = *o;
             e->memo_bytes = wbytes + 1;

@@ -234,8 +234,20 @@ static hvd_status_t allreduce(hvd_engine_t *e, hvd_group_t *g, const hvd_respons
         tl_fused(e, r, es, "TCP_ALLREDUCE");
     }
     g->agreed = 1;
-    st = hvd__coll_allreduce(g, e->fusion, e->fusion, total, dt, (hvd_reduce_op_t)r->op,
-                             r->prescale, r->postscale);
+    if (r->op == HVD_ADASUM) {
+        /* each fused tensor is a vector of its own (adasum.h) */
+        size_t *parts = malloc(nfused * sizeof *parts), k = 0;
+        for (uint32_t i = 0; parts && i < r->nnames; i++)
+            if ((size_t)r->sizes[i] * es < DIRECT_BYTES)
+                parts[k++] = (size_t)r->sizes[i];
+        st = parts ? hvd__coll_adasum(g, e->fusion, e->fusion, total, dt, r->prescale, r->postscale,
+                                      parts, nfused)
+                   : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for a fused adasum");
+        free(parts);
+    } else {
+        st = hvd__coll_allreduce(g, e->fusion, e->fusion, total, dt, (hvd_reduce_op_t)r->op,
+                                 r->prescale, r->postscale);
+    }
     g->agreed = 0;
     if (e->tl) {
         tl_fused(e, r, es, NULL);

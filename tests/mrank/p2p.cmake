@@ -9,23 +9,7 @@ set_target_properties(p2p_check PROPERTIES RUNTIME_OUTPUT_DIRECTORY
 # hvd_p2p_test(scenario np [VARIANT v] [ENV NAME=value...] [HOSTS h]): test
 # mrank.p2p_<scenario>[_<v>]_np<np>.
 function(hvd_p2p_test scenario np)
-  cmake_parse_arguments(A "" "VARIANT;HOSTS" "ENV" ${ARGN})
-  set(name mrank.p2p_${scenario})
-  if(A_VARIANT)
-    set(name ${name}_${A_VARIANT})
-  endif()
-  set(name ${name}_np${np})
-  set(hosts)
-  if(A_HOSTS)
-    set(hosts -H ${A_HOSTS})
-  endif()
-  add_test(NAME ${name}
-           COMMAND timeout -k 10 150 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 30
-                   -np ${np} ${hosts} $<TARGET_FILE:p2p_check> ${scenario})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 180 LABELS "mrank;p2p")
-  if(A_ENV)
-    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${A_ENV}")
-  endif()
+  hvd_mrank_scenario_test(p2p_check ${scenario} ${np} LABEL p2p ${ARGN})
 endfunction()
 
 foreach(np 2 3 4)

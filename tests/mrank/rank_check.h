@@ -1,12 +1,14 @@
-/* What the multi-rank check programs share (async_check.c, p2p_check.c): the failing
- * macros, which name the program, the scenario and the rank, and exit the rank at once, and
- * two small helpers. Define RANK_CHECK_PROGRAM (the program's name) before including. */
+/* What the multi-rank check programs share (async_check.c, p2p_check.c, adasum_check.c): the
+ * failing macros, which name the program, the scenario and the rank, and exit the rank at once,
+ * and small helpers. Define RANK_CHECK_PROGRAM (the program's name) before including. */
 #ifndef HVD_TESTS_MRANK_RANK_CHECK_H
 #define HVD_TESTS_MRANK_RANK_CHECK_H
 
 #include <hvd/hvd.h>
 
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,49 @@ static inline void *xmalloc(size_t n) {
     void *p = calloc(n ? n : 1, 1); /* zeroed: nothing is ever read uninitialised */
     CHECK(p, "out of memory for %zu bytes", n);
     return p;
+}
+
+/* Exact half types: the bits of a value that each represents exactly (a CHECK fails
+ * otherwise), and the value of any bits. */
+/* float16 bits of v, which must be exactly representable (and normal or zero). */
+static inline uint16_t f16_of(double v) {
+    float f = (float)v;
+    CHECK((double)f == v, "%g is not exact in float32", v);
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    if ((x & 0x7fffffffu) == 0)
+        return sign;
+    int e = (int)((x >> 23) & 0xffu) - 127 + 15;
+    CHECK(e >= 1 && e <= 30 && (x & 0x1fffu) == 0, "%g is not exact in float16", v);
+    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((x >> 13) & 0x3ffu));
+}
+
+static inline double f16_val(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = ldexp((double)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp((double)(m + 1024), e - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+
+static inline uint16_t bf16_of(double v) {
+    float f = (float)v;
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    CHECK((double)f == v && (x & 0xffffu) == 0, "%g is not exact in bfloat16", v);
+    return (uint16_t)(x >> 16);
+}
+
+static inline double bf16_val(uint16_t b) {
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
 }
 
 #endif
