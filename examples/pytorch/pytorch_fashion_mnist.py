@@ -35,6 +35,8 @@ parser.add_argument("--seed", type=int, default=42)
 parser.add_argument("--fp16-allreduce", action="store_true", default=False,
                     help="use fp16 compression during allreduce")
 parser.add_argument("--gradient-predivide-factor", type=float, default=1.0)
+parser.add_argument("--use-adasum", action="store_true", default=False,
+                    help="combine the ranks' updates with Adasum instead of averaging gradients")
 parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist",
                     help="folder of the gzip'd IDX files (Debian: dataset-fashion-mnist)")
 parser.add_argument("--train-limit", type=int, default=0, help="use only the first N images")
@@ -160,14 +162,17 @@ def main():
                                               sampler=test_sampler)
 
     model = Net()
-    # The global batch grows with the ranks: so does the learning rate (Horovod's advice).
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(),
+    # The global batch grows with the ranks: so does the learning rate (Horovod's advice),
+    # except with Adasum, which combines the ranks' updates instead of averaging them.
+    lr_scaler = 1 if args.use_adasum else hvd.size()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * lr_scaler,
                                 momentum=args.momentum)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                         compression=compression, op=hvd.Average,
+                                         compression=compression,
+                                         op=hvd.Adasum if args.use_adasum else hvd.Average,
                                          gradient_predivide_factor=args.gradient_predivide_factor)
     if hvd.rank() == 0:
         print(f"training a CNN on {len(train_set)} Fashion-MNIST images with {hvd.size()} ranks, "

@@ -44,16 +44,19 @@ def test_survivors_raise_internal_error_within_two_seconds(tmp_path, np_, victim
         assert f"rank {victim}" in message, message
 
 
-def test_pytorch_example_trains(tmp_path):
+# (Adasum keeps one rank's learning rate: after one epoch it is behind the average's doubled
+# one, ~59 % against ~66 % here; chance is 10 %)
+@pytest.mark.parametrize("extra,least", [([], 60.0), (["--use-adasum"], 50.0)])
+def test_pytorch_example_trains(tmp_path, extra, least):
     example = os.path.join(SOURCE, "examples/pytorch/pytorch_fashion_mnist.py")
     r = run(["-np", "2", sys.executable, example, "--epochs", "1", "--train-limit", "6000",
-             "--test-limit", "2000"])
+             "--test-limit", "2000"] + extra)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [l for l in r.stdout.splitlines() if l.startswith("[0]<stdout>:")]
     assert any("epoch 1/1" in l and "images/s" in l for l in lines), r.stdout
     acc = [l for l in lines if "test accuracy" in l]
     assert acc, r.stdout
-    assert float(acc[-1].split("test accuracy")[1].split("%")[0]) > 60.0, acc[-1]
+    assert float(acc[-1].split("test accuracy")[1].split("%")[0]) > least, acc[-1]
 
 
 def mnist_layout(root, train, test):
@@ -105,13 +108,18 @@ def test_horovod_style_training_script(tmp_path, extra):
     assert acc[-1] > 40.0, tests
 
 
-def test_horovod_style_script_with_adasum_stops_at_once(tmp_path):
-    """hvd has no Adasum (Horovod has it only with MPI): --use-adasum ends the job with
-    DistributedOptimizer's ValueError on every rank, not a hang."""
-    r = run_horovod_style(tmp_path, ["--epochs", "1", "--use-adasum"], timeout=120)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "ValueError: Adasum is not available in hvd" in r.stdout + r.stderr, r.stderr
-    assert "Train Epoch" not in r.stdout, r.stdout
+def test_horovod_style_script_with_adasum_converges(tmp_path):
+    """--use-adasum (DistributedOptimizer(op=hvd.Adasum), the learning rate not scaled by the
+    size): the script trains as with the average."""
+    epochs = 2
+    r = run_horovod_style(tmp_path, ["--epochs", str(epochs), "--use-adasum"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    tests = [l.split("Test set: ")[1] for l in r.stdout.splitlines() if "Test set: " in l]
+    assert len(tests) == epochs, r.stdout
+    loss = [float(t.split("Average loss: ")[1].split(",")[0]) for t in tests]
+    acc = [float(t.split("Accuracy: ")[1].rstrip("%")) for t in tests]
+    assert loss[-1] < loss[0] and loss[-1] < 2.0, tests
+    assert acc[-1] > 40.0, tests
 
 
 DYNAMIC_TIMELINE = """

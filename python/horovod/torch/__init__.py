@@ -4,8 +4,9 @@
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
-CPU tensors only (this build has no CUDA). Adasum is not available (it needs Horovod's MPI
-controller). Everything else of horovod.torch 0.28.1 is here under the same names.
+CPU tensors only (this build has no CUDA). Everything of horovod.torch 0.28.1 is here under the
+same names, Adasum included (on any number of ranks, where Horovod needs MPI and a power of
+two).
 """
 from horovod.common.basics import _basics
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt

@@ -266,7 +266,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
     named_parameters: model.named_parameters(), to name the allreduces (recommended);
     compression: Compression.none or Compression.fp16 for the wire; backward_passes_per_step:
-    backward passes accumulated locally before the allreduce; op: Average or Sum;
+    backward passes accumulated locally before the allreduce; op: Average, Sum or Adasum
+    (adasum_optimizer.py: the ranks' updates combined by Adasum);
     gradient_predivide_factor: divide before the sum and multiply after (Average only);
     groups: an int (that many groups of parameters allreduced together) or lists of
     parameters; num_groups: the deprecated name of an int groups; sparse_as_dense: reduce
@@ -275,8 +276,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if op != Average and gradient_predivide_factor != 1.0:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
-        raise ValueError("Adasum is not available in hvd: it needs Horovod's MPI controller; "
-                         "use op=hvd.Average")
+        from horovod.torch import adasum_optimizer
+        return adasum_optimizer.make(optimizer, named_parameters, compression,
+                                     backward_passes_per_step, process_set)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
                       "in v0.23.0.", DeprecationWarning)
