@@ -5,7 +5,7 @@
 # and how many result elements were wrong. A benchmark, not a test: a missing peer is skipped.
 #
 # Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4" | --hosts "h1:2,h2:2 ..."]
-#          [--only hvd,hvdflat,hvdhier,hvdrepro,mpi,mpishm,mpich,gloo]
+#          [--only hvd,hvdflat,hvdhier,hvdrepro,hvdadasum,mpi,mpishm,mpich,gloo]
 #          [-b MIN -e MAX -f FACTOR | --sizes "8 1M 64M"] [-n ITERS] [-w WARMUP]
 #          [--out DIR] [--timeout SECS]
 # Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); Open MPI (openmpi-bin
@@ -13,13 +13,14 @@
 # --hosts runs each job across the hosts given (-H syntax; one job per list entry, run from a
 # host that reaches them all by ssh: tools/compare_hosts.sh builds such hosts on this machine):
 # hvd as it chooses, hvdflat and hvdhier with HOROVOD_HIERARCHICAL_ALLREDUCE=0 and 1, hvdrepro
-# with HVD_REPRODUCIBLE=1 (every element summed in rank order, on one host too), and Open
+# with HVD_REPRODUCIBLE=1 (every element summed in rank order, on one host too), hvdadasum
+# with op Adasum instead of the sum (tools/compare_adasum.sh: the two side by side), and Open
 # MPI (mpi over TCP on eth0, mpishm with its defaults); MPICH and gloo run on one host only.
 # Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-peers=(hvd hvdflat hvdhier hvdrepro mpi mpishm mpich gloo) # the order they run in and their columns
+peers=(hvd hvdflat hvdhier hvdrepro hvdadasum mpi mpishm mpich gloo) # the order they run in and their columns
 build=${here%/tools}/build nps="2 4" hosts="" only="" out="" timeout_s=600
 iters=200 warmup=10
 # The anchors people quote (8 B latency, 1 MiB, 64 MiB bandwidth) must be in the default list,
@@ -146,7 +147,7 @@ hvd_why=""
 if [[ ! -x $build/horovodrun ]]; then hvd_why="skipped: $build/horovodrun not found (cmake -S . -B $build && cmake --build $build, or --build DIR)"
 elif [[ ! -x $build/tools/hvd_allreduce_perf ]]; then hvd_why="skipped: $build/tools/hvd_allreduce_perf not built yet"
 fi
-for p in hvd hvdflat hvdhier hvdrepro; do [[ -n ${why[$p]:-} || -z $hvd_why ]] || why[$p]=$hvd_why; done
+for p in hvd hvdflat hvdhier hvdrepro hvdadasum; do [[ -n ${why[$p]:-} || -z $hvd_why ]] || why[$p]=$hvd_why; done
 if [[ -n $hosts ]]; then
   for p in mpich gloo; do [[ -n ${why[$p]:-} ]] || why[$p]="n/a with --hosts (run on one host only)"; done
 fi
@@ -185,7 +186,7 @@ fi
 # ---- run ----
 peer_cmd() { # peer shape b e f n w -> the command line, one word per line
   local p=$1 np=${shape_np[$2]} hs=${shape_hosts[$2]} b=$3 e=$4 f=$5 n=$6 w=$7
-  local H=() if=lo hier=()
+  local H=() if=lo hier=() op=sum
   # Hosts simulated on this machine share its cores, which Open MPI cannot see (each host
   # looks like a whole machine to it, so it would spin while waiting); hvd notices the shared
   # machine itself. Tell Open MPI, as a user of such a machine would.
@@ -194,11 +195,12 @@ peer_cmd() { # peer shape b e f n w -> the command line, one word per line
     hvdflat) hier=(env HOROVOD_HIERARCHICAL_ALLREDUCE=0) ;;
     hvdhier) hier=(env HOROVOD_HIERARCHICAL_ALLREDUCE=1) ;;
     hvdrepro) hier=(env HVD_REPRODUCIBLE=1) ;;
+    hvdadasum) op=adasum ;;
   esac
   case $p in
     hvd*) printf '%s\n' "${hier[@]}" "$build/horovodrun" -np "$np" "${H[@]:0:2}" \
       "$build/tools/hvd_allreduce_perf" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" -d float32 \
-      -o sum -c 1 ;;
+      -o "$op" -c 1 ;;
     # pml ob1 + btl tcp,self: Open MPI's shared-memory path (vader) is off, so this is MPI
     # over loopback TCP, the same wire hvd's tcp transport uses; without --mca pml ob1 a
     # build with UCX would pick UCX and skip the BTLs altogether.
