@@ -32,6 +32,7 @@ packages=(
   python3-torch python3-numpy        # horovod.torch, its tests and the PyTorch example
   python3-pytest python3-cloudpickle # the Python tests; broadcast_object / allgather_object
   python3-torchvision python3-filelock # scripts written like Horovod's examples (datasets, FileLock)
+  python3-mpi4py                     # hvd.init(comm=...) with an MPI communicator
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(

@@ -78,6 +78,13 @@ add_test(NAME python.elastic
                  ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
 set_tests_properties(python.elastic PROPERTIES TIMEOUT 600 LABELS python
                      ENVIRONMENT "${HVD_PY_ENV}")
+# hvd.init(comm=...): an mpi4py communicator or a list of ranks as the world, under mpirun and
+# horovodrun --mpi, and what horovodrun alone accepts
+add_test(NAME python.init_comm
+         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
+                 ${PROJECT_SOURCE_DIR}/tests/python/test_init_comm.py)
+set_tests_properties(python.init_comm PROPERTIES TIMEOUT 300 LABELS python COST 40
+                     ENVIRONMENT "${HVD_PY_ENV}")
 # the costliest first (tests/netns/netns.cmake says why)
 set_tests_properties(python.jobs PROPERTIES COST 120)
 set_tests_properties(python.elastic PROPERTIES COST 100)

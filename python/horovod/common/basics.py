@@ -4,6 +4,7 @@ import os
 
 from horovod import _hvd
 from horovod.common import exceptions  # noqa: F401  (registers the exception classes)
+from horovod.common import mpi_comm
 from horovod.common import process_sets as _ps
 from horovod.common import util
 
@@ -17,22 +18,18 @@ class HorovodBasics:
 
     def init(self, comm=None, process_sets=None):
         """Initialise hvd: meet the other ranks through horovodrun's rendezvous (alone: a job
-        of one). `comm` must be None (hvd has no MPI communicators). `process_sets`: a list of
-        ProcessSet to register now, or "dynamic" to allow add_process_set later."""
-        if comm is not None and comm != []:
-            if isinstance(comm, list) and sorted(comm) == list(range(len(comm))):
-                pass  # the whole job, as a list of ranks
-            else:
-                raise ValueError("hvd.init(comm=...) needs MPI, which this build of hvd does not "
-                                 "use; run every rank under horovodrun and use process sets "
-                                 "for subsets of ranks")
+        of one). `comm`: an mpi4py communicator or a list of global ranks, whose ranks are then
+        the world (common/mpi_comm.py). `process_sets`: a list of ProcessSet to register now,
+        or "dynamic" to allow add_process_set later."""
         static_sets = None
         if isinstance(process_sets, str) and process_sets.lower() == "dynamic":
             os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
         elif process_sets is not None:
             static_sets = list(process_sets)
         was_initialized = _hvd.is_initialized()
-        _hvd.init(util.env_flag("HOROVOD_ELASTIC"))
+        if was_initialized or comm is None or (isinstance(comm, list) and not comm) or \
+                not mpi_comm.init(comm, int(os.environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS", "0"))):
+            _hvd.init(util.env_flag("HOROVOD_ELASTIC"))
         if not was_initialized:
             _ps._setup(static_sets, util.env_flag("HOROVOD_DYNAMIC_PROCESS_SETS"))
         if not self._atexit_registered:
