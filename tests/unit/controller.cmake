@@ -8,3 +8,5 @@ hvd_unit_test(coordinator tests/unit/test_coordinator.c)
 hvd_unit_test(fusion tests/unit/test_fusion.c)
 # The response cache: hits, invalid entries, bit assignment, LRU eviction, determinism.
 hvd_unit_test(response_cache tests/unit/test_response_cache.c)
+# Autotune's Bayesian optimiser: maxima of known score functions within the sample budget.
+hvd_unit_test(bayes_opt tests/unit/test_bayes_opt.c)
