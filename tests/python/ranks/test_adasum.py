@@ -110,6 +110,9 @@ def test_adasum_on_a_process_set():
             check(out, adasum_tree([rank_tensor(r, (129,), 11, torch.float64) for r in ranks]),
                   torch.float64)
     finally:
+        # every rank, members or not, waits for the set's collective before any shuts down:
+        # a rank's shutdown fails the others' collectives
+        hvd.barrier()
         hvd.shutdown()
         hvd.init()
 
