@@ -10,3 +10,5 @@ hvd_unit_test(fusion tests/unit/test_fusion.c)
 hvd_unit_test(response_cache tests/unit/test_response_cache.c)
 # Autotune's Bayesian optimiser: maxima of known score functions within the sample budget.
 hvd_unit_test(bayes_opt tests/unit/test_bayes_opt.c)
+# Autotune's parameter manager on a simulated job: the best configuration, pinned knobs, the log.
+hvd_unit_test(autotune tests/unit/test_autotune.c)
