@@ -5,6 +5,7 @@
 #include "collectives/coll.h"
 #include "collectives/control.h"
 #include "collectives/dtype.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "controller/fusion.h"
@@ -181,6 +182,13 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
         m.flags |= HVD_CYC_SHUTDOWN | (e->exiting ? HVD_CYC_EXITING : 0);
         m.reason = e->exiting ? "exited without calling hvd_shutdown" : "hvd_shutdown was called";
         m.reason_len = (uint16_t)strlen(m.reason);
+    }
+    if (e->tune_pending) {
+        const hvd_tune_params_t *t = hvd__tune_params(e->tune);
+        m.flags |= HVD_CYC_TUNE;
+        m.tune_fusion = t->fusion_threshold;
+        m.tune_cycle_us = (uint32_t)(t->cycle_time_ms * 1000);
+        m.tune_knobs = t->cache_enabled ? 1u : 0u;
     }
     if (p) {
         m.flags |= HVD_CYC_BLOCKING | (p->payload_path ? HVD_CYC_PAYLOAD : 0);
@@ -651,7 +659,44 @@ static hvd_status_t cycle_end(hvd_engine_t *e, int64_t now) {
 
 /* Bound on every rank's message (the same on every rank). */
 static size_t message_max(uint32_t nwords, size_t pmax) {
-    return HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX;
+    return HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX + HVD_CYC_TUNE_LEN;
+}
+
+/* Autotune at the end of an ordinary cycle: every rank applies the configuration rank 0's
+ * message announced (all at the same cycle, so fusion plans never differ between ranks);
+ * rank 0 counts what the cycle allreduced and reports a step to its parameter manager each
+ * time the first allreduce it saw comes round again. */
+static void tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
+    const hvd_cycle_msg_t *m0 = &e->msgs[0];
+    if (m0->flags & HVD_CYC_TUNE) {
+        e->fusion_threshold = (size_t)m0->tune_fusion;
+        e->cycle_us = m0->tune_cycle_us ? (int64_t)m0->tune_cycle_us : 1;
+        __atomic_store_n(&e->bg_interval_us, e->cycle_us, __ATOMIC_RELAXED);
+        e->tune_pending = 0;
+        HVD_LOG_I("autotune: fusion threshold %llu bytes, cycle time %.3f ms from here on",
+                  (unsigned long long)m0->tune_fusion, m0->tune_cycle_us / 1000.0);
+    }
+    if (!e->tune || hvd__tune_done(e->tune))
+        return;
+    for (uint32_t k = 0; k < resp->count; k++) {
+        const hvd_response_t *r = &resp->items[k];
+        if (r->type != HVD_REQ_ALLREDUCE && r->type != HVD_REQ_ADASUM)
+            continue;
+        size_t es = hvd__dtype_size((hvd_dtype_t)r->dtype);
+        int step = 0;
+        for (uint32_t i = 0; i < r->nnames; i++) {
+            e->tune_bytes += (uint64_t)r->sizes[i < r->nsizes ? i : 0] * es;
+            if (!e->tune_marker)
+                e->tune_marker = strdup(r->names[i]);
+            else if (!strcmp(e->tune_marker, r->names[i]))
+                step = 1;
+        }
+        if (step) {
+            if (hvd__tune_step(e->tune, e->tune_bytes, hvd__clock_now_us()))
+                e->tune_pending = 1;
+            e->tune_bytes = 0;
+        }
+    }
 }
 
 static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t now);
@@ -798,6 +843,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
             return st;
     }
 
+    tune(e, resp);
     st = cycle_end(e, now);
     if (st != HVD_OK)
         return st;
@@ -838,8 +884,9 @@ static hvd_status_t run_express(hvd_engine_t *e, hvd_posted_t *p, hvd_response_l
     size_t wbytes = (size_t)nwords * 8, len = HVD_CYC_HEADER_LEN + wbytes + p->payload_len,
            pmax = payload_max(e);
     uint8_t *box = NULL;
-    if (p->payload_path && !e->tl && !e->hits.n && !e->uncached.n && !e->invalid.n && !e->joined &&
-        !e->join_unsent && !e->shutdown_requested && !hvd__tq_has_new(e->tq))
+    if (p->payload_path && !e->tl && !e->tune_pending && !e->hits.n && !e->uncached.n &&
+        !e->invalid.n && !e->joined && !e->join_unsent && !e->shutdown_requested &&
+        !hvd__tq_has_new(e->tq))
         box = hvd__group_box(g, len, message_max(nwords, pmax));
     if (!box)
         return run_cycle(e, p, resp);

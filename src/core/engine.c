@@ -345,6 +345,28 @@ static int pset_member(void *ctx, int pset, int set_rank) {
     return hvd__pset_member(ctx, pset, set_rank);
 }
 
+/* Autotune's parameter manager for this job (rank 0). A knob the user set (its variable is
+ * in the environment: horovodrun exports only the flags given) is pinned. The engine tunes
+ * the fusion threshold and the cycle time; the response cache and the hierarchical knobs
+ * stay as they are (switching them at run time is not built yet). */
+static hvd_status_t tune_create(hvd_engine_t *e) {
+    const hvd_params_t *pa = &e->ctx->params;
+    hvd_tune_config_t cfg = {.warmup_samples = pa->autotune_warmup_samples,
+                             .steps_per_sample = pa->autotune_steps_per_sample,
+                             .max_samples = pa->autotune_bayes_opt_max_samples,
+                             .noise = pa->autotune_gaussian_process_noise,
+                             .pin_fusion = getenv("HOROVOD_FUSION_THRESHOLD") != NULL,
+                             .pin_cycle = getenv("HOROVOD_CYCLE_TIME") != NULL,
+                             .pin_cache = 1,
+                             .pin_hier_allreduce = 1,
+                             .pin_hier_allgather = 1,
+                             .log_path = pa->autotune_log};
+    hvd_tune_params_t initial = {.fusion_threshold = e->fusion_threshold,
+                                 .cycle_time_ms = pa->cycle_time_ms,
+                                 .cache_enabled = pa->cache_capacity > 0};
+    return hvd__tune_create(&cfg, &initial, &e->tune);
+}
+
 hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     const hvd_params_t *pa = &ctx->params;
     hvd_engine_t *e = calloc(1, sizeof *e);
@@ -371,6 +393,8 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
                                                        strerror(errno));
     if (st == HVD_OK && pa->cache_capacity > 0)
         st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
+    if (st == HVD_OK && rank == 0 && pa->autotune && p > 1)
+        st = tune_create(e);
     if (st == HVD_OK && rank == 0) {
         st = hvd__coord_create(p, &e->coord);
         if (st == HVD_OK)
@@ -486,6 +510,8 @@ void hvd__engine_destroy(hvd_engine_t *e) {
     stop_thread(e);
     hvd__tq_destroy(e->tq);
     hvd__cache_destroy(e->cache);
+    hvd__tune_destroy(e->tune);
+    free(e->tune_marker);
     if (e->coord)
         hvd__coord_destroy(e->coord);
     if (e->stall)

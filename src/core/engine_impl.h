@@ -4,6 +4,7 @@
 #ifndef HVD_CORE_ENGINE_IMPL_H
 #define HVD_CORE_ENGINE_IMPL_H
 
+#include "controller/autotune.h"
 #include "controller/coordinator.h"
 #include "controller/response_cache.h"
 #include "controller/stall.h"
@@ -123,6 +124,14 @@ struct hvd_engine {
     size_t p2p_cap, p2p_used;
 
     /* cycle state */
+    /* Autotune (HOROVOD_AUTOTUNE, rank 0 of a job of several): the parameter manager, fed a
+     * step each time the first allreduce it saw comes round again, and whether its latest
+     * configuration still has to go out in rank 0's cycle message (every rank applies it
+     * after that cycle). */
+    hvd_tune_t *tune;
+    int tune_pending;
+    uint64_t tune_bytes;
+    char *tune_marker;
     hvd_timeline_t *tl; /* rank 0 */
     int mark_cycles;
     hvd_pend_list_t hits, uncached, invalid;

@@ -8,7 +8,8 @@
 
 size_t hvd__cycle_size(const hvd_cycle_msg_t *m) {
     size_t words = (size_t)m->nwords * 8;
-    return HVD_CYC_HEADER_LEN + words + (m->invalid ? words : 0) + m->payload_len + m->reason_len;
+    return HVD_CYC_HEADER_LEN + words + (m->invalid ? words : 0) + m->payload_len + m->reason_len +
+           ((m->flags & HVD_CYC_TUNE) ? HVD_CYC_TUNE_LEN : 0);
 }
 
 void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
@@ -36,6 +37,12 @@ void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
     p += m->payload_len;
     if (m->reason_len)
         memcpy(p, m->reason, m->reason_len);
+    p += m->reason_len;
+    if (m->flags & HVD_CYC_TUNE) {
+        hvd__le64_put(p, m->tune_fusion);
+        hvd__le32_put(p + 8, m->tune_cycle_us);
+        hvd__le32_put(p + 12, m->tune_knobs);
+    }
 }
 
 hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_words,
@@ -65,7 +72,7 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
     hvd__sig_decode(buf + 16, &d.sig);
     size_t words = (size_t)d.nwords * 8;
     size_t need = HVD_CYC_HEADER_LEN + words + ((d.flags & HVD_CYC_INVALID) ? words : 0) +
-                  d.payload_len + d.reason_len;
+                  d.payload_len + d.reason_len + ((d.flags & HVD_CYC_TUNE) ? HVD_CYC_TUNE_LEN : 0);
     if (need != len) {
         why = need > len ? "truncated" : "trailing bytes";
         goto bad;
@@ -80,6 +87,12 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
     d.payload = d.payload_len ? p : NULL;
     p += d.payload_len;
     d.reason = (const char *)p;
+    p += d.reason_len;
+    if (d.flags & HVD_CYC_TUNE) {
+        d.tune_fusion = hvd__le64_get(p);
+        d.tune_cycle_us = hvd__le32_get(p + 8);
+        d.tune_knobs = hvd__le32_get(p + 12);
+    }
     *m = d;
     return HVD_OK;
 bad:

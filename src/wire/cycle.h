@@ -8,7 +8,8 @@
  *   "HC" | version u8 | flags u8 | comm u8 | reserved u8 | nwords u32 | payload_len u32 |
  *   reason_len u16 | signature (HVD_SIG_LEN bytes, group.h) |
  *   hits u64 x nwords | invalid u64 x nwords (only with HVD_CYC_INVALID) |
- *   payload | reason
+ *   payload | reason | tune (16 bytes, only with HVD_CYC_TUNE: fusion threshold u64 |
+ *   cycle time in us u32 | knobs u32, bit 0 the response cache)
  * Bounds (nwords, payload, reason) are checked against the caller's limits before anything
  * is used; the decoded message points into the buffer (no allocation). */
 #ifndef HVD_WIRE_CYCLE_H
@@ -33,6 +34,8 @@
 #define HVD_CYC_PAYLOAD 0x10u  /* the payload holds the blocking collective's input */
 #define HVD_CYC_EXITING 0x20u  /* with SHUTDOWN: the process exits without hvd_shutdown */
 #define HVD_CYC_ORDERED 0x40u  /* this rank's allreduces sum in rank order (HVD_REPRODUCIBLE) */
+#define HVD_CYC_TUNE 0x80u     /* rank 0's autotune: every rank switches to tune after this cycle */
+#define HVD_CYC_TUNE_LEN 16
 
 typedef struct {
     uint8_t flags, comm;
@@ -44,6 +47,9 @@ typedef struct {
     uint32_t payload_len;
     const char *reason; /* not NUL-terminated */
     uint16_t reason_len;
+    /* with HVD_CYC_TUNE */
+    uint64_t tune_fusion;
+    uint32_t tune_cycle_us, tune_knobs;
 } hvd_cycle_msg_t;
 
 /* Bytes hvd__cycle_encode writes for m. */
