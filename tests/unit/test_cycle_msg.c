@@ -58,6 +58,28 @@ static void test_round_trip(void **state) {
     assert_int_equal(hvd__cycle_word(d.hits, 1), 0xff);
 }
 
+/* Rank 0's autotune configuration after the reason; one byte short is truncated. */
+static void test_tune_block(void **state) {
+    (void)state;
+    hvd_cycle_msg_t m = {.flags = HVD_CYC_TUNE | HVD_CYC_SHUTDOWN,
+                         .reason = "x",
+                         .reason_len = 1,
+                         .tune_fusion = 0x123456789ull,
+                         .tune_cycle_us = 7000,
+                         .tune_knobs = 1};
+    uint8_t buf[128];
+    size_t len = hvd__cycle_size(&m);
+    assert_int_equal(len, HVD_CYC_HEADER_LEN + 1 + HVD_CYC_TUNE_LEN);
+    hvd__cycle_encode(&m, buf);
+    hvd_cycle_msg_t d;
+    assert_int_equal(hvd__cycle_decode(buf, len, 0, 0, 0, &d), HVD_OK);
+    assert_int_equal(d.reason_len, 1);
+    assert_int_equal(d.tune_fusion, 0x123456789ull);
+    assert_int_equal(d.tune_cycle_us, 7000);
+    assert_int_equal(d.tune_knobs, 1);
+    assert_int_equal(hvd__cycle_decode(buf, len - 1, 0, 0, 0, &d), HVD_ERR_PROTOCOL);
+}
+
 static void test_small_call_fits_a_line(void **state) {
     (void)state;
     const uint8_t payload[8] = {0};
@@ -110,6 +132,7 @@ static void test_fuzz_seeds_decode(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_tune_block),
         cmocka_unit_test(test_small_call_fits_a_line),
         cmocka_unit_test(test_rejected),
         cmocka_unit_test(test_fuzz_seeds_decode),
