@@ -30,6 +30,11 @@ chmod +x "$TMP/discover.sh"
 start_job() {
   local np=$1 steps=$2
   shift 2
+  # emptied here, not by the job's redirection: the checks that follow read these files at
+  # once, and the previous job's lines (commits well past the next threshold) must not pass
+  # them before this job has started (a round's supervisors were counted as 0 that way)
+  : >"$TMP/out"
+  : >"$TMP/err"
   (cd "$TMP" && on h1 timeout -k 5 150 "$HVDRUN" --host-discovery-script "$TMP/discover.sh" \
     -np "$np" --min-np 2 --network-interface eth0 "$@" "$WORKER" --steps "$steps" \
     --commit-every 2 --sleep-ms 40 >"$TMP/out" 2>"$TMP/err") &
