@@ -27,6 +27,7 @@ struct adasum {
     size_t wsize;
     const size_t *parts; /* tensor sizes in elements; one part of count when none given */
     size_t nparts;
+    size_t *starts;        /* starts[k]: where part k begins (nparts + 1 entries, the last count) */
     double *sums, *theirs; /* 3 per part: a.b, |a|^2, |b|^2 */
     void *tmp;             /* what the partner sends */
     const char *what;
@@ -45,7 +46,7 @@ static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, s
 static hvd_status_t chunk_arrived(hvd_xfer_t *x) {
     hvd_status_t st = check_len(x);
     arrival_t *r = x->arg;
-    if (st != HVD_OK || !r->mine)
+    if (st != HVD_OK)
         return st;
     adasum_t *s = r->s;
     size_t off = x->tag, n = x->iov[0].iov_len / s->wsize; /* (elements from the range start) */
@@ -128,13 +129,26 @@ DEFINE_DOTS(dots_f64, double)
 DEFINE_SCALED_ADD(scaled_add_f32, float)
 DEFINE_SCALED_ADD(scaled_add_f64, double)
 
-/* The parts' overlap with [lo, hi), one at a time: *k is the part, [*x, *y) the overlap;
- * *start is where part *k begins. Returns 0 when no part is left. */
-static int next_overlap(const adasum_t *s, size_t lo, size_t hi, size_t *k, size_t *start,
-                        size_t *x, size_t *y) {
-    for (; *k < s->nparts && *start < hi; *start += s->parts[*k], ++*k) {
-        size_t end = *start + s->parts[*k];
-        *x = *start > lo ? *start : lo;
+/* The first part that ends after element lo (binary search: a fused buffer of many tensors
+ * is visited chunk by chunk, and a walk from the first part for every chunk was quadratic). */
+static size_t part_at(const adasum_t *s, size_t lo) {
+    size_t a = 0, b = s->nparts; /* the answer is in [a, b] */
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        if (s->starts[m + 1] <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+/* The parts' overlap with [lo, hi), one at a time from part *k (part_at(s, lo) at first):
+ * [*x, *y) the overlap of part *k, which the caller then steps past. Returns 0 at the end. */
+static int next_overlap(const adasum_t *s, size_t lo, size_t hi, size_t *k, size_t *x, size_t *y) {
+    for (; *k < s->nparts && s->starts[*k] < hi; ++*k) {
+        size_t start = s->starts[*k], end = s->starts[*k + 1];
+        *x = start > lo ? start : lo;
         *y = end < hi ? end : hi;
         if (*x < *y)
             return 1;
@@ -144,8 +158,8 @@ static int next_overlap(const adasum_t *s, size_t lo, size_t hi, size_t *k, size
 
 /* s->sums += per part (a.b, |a|^2, |b|^2) over [lo, hi), a and b indexed from lo. */
 static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, size_t hi) {
-    size_t k = 0, start = 0, x, y;
-    while (next_overlap(s, lo, hi, &k, &start, &x, &y)) {
+    size_t k = part_at(s, lo), x, y;
+    while (next_overlap(s, lo, hi, &k, &x, &y)) {
         size_t off = (x - lo) * s->wsize;
         if (s->w == HVD_FLOAT32)
             dots_f32((const float *)((const char *)a + off), (const float *)((const char *)b + off),
@@ -153,7 +167,6 @@ static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, s
         else
             dots_f64((const double *)((const char *)a + off),
                      (const double *)((const char *)b + off), y - x, &s->sums[3 * k]);
-        start += s->parts[k];
         k++;
     }
 }
@@ -163,8 +176,8 @@ static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, s
 static void combine(adasum_t *s, void *out, const void *a, const void *b, size_t lo, size_t hi) {
     /* Horovod's bound: a squared norm below sqrt(DBL_MIN) counts as a zero vector */
     const double tiny = sqrt(DBL_MIN);
-    size_t k = 0, start = 0, x, y;
-    while (next_overlap(s, lo, hi, &k, &start, &x, &y)) {
+    size_t k = part_at(s, lo), x, y;
+    while (next_overlap(s, lo, hi, &k, &x, &y)) {
         const double *m = &s->sums[3 * k];
         double ca = m[1] >= tiny ? 1.0 - m[0] / (2.0 * m[1]) : 1.0;
         double cb = m[2] >= tiny ? 1.0 - m[0] / (2.0 * m[2]) : 1.0;
@@ -175,7 +188,6 @@ static void combine(adasum_t *s, void *out, const void *a, const void *b, size_t
         else
             scaled_add_f64((double *)((char *)out + off), (const double *)((const char *)a + off),
                            ca, (const double *)((const char *)b + off), cb, y - x);
-        start += s->parts[k];
         k++;
     }
 }
@@ -266,10 +278,16 @@ hvd_status_t hvd__adasum_run(hvd_group_t *g, const void *send, void *recv, size_
     size_t bytes = count * s.wsize;
     char *work = s.w == dtype ? recv : hvd__group_scratch(g, 0, bytes + 1);
     s.tmp = hvd__group_scratch(g, 1, bytes + 1);
-    s.sums = hvd__group_scratch(g, 2, 6 * s.nparts * sizeof(double));
+    /* (sums, theirs and starts share one scratch: 6 doubles and a size_t per part, + 1) */
+    s.sums =
+        hvd__group_scratch(g, 2, 6 * s.nparts * sizeof(double) + (s.nparts + 1) * sizeof(size_t));
     if (!work || !s.tmp || !s.sums)
         return HVD_ERR_NO_MEMORY;
     s.theirs = s.sums + 3 * s.nparts;
+    s.starts = (size_t *)(s.theirs + 3 * s.nparts);
+    s.starts[0] = 0;
+    for (size_t k = 0; k < s.nparts; k++)
+        s.starts[k + 1] = s.starts[k] + s.parts[k];
     /* The input in the working dtype: read where it is when nothing converts or scales it
      * (the first step writes work; a copy up front took a third of the memory traffic). */
     const char *src = send;
