@@ -21,7 +21,6 @@ enum { K_CACHE, K_HIER_ALLREDUCE, K_HIER_ALLGATHER, NKNOBS };
 
 struct hvd_tune {
     hvd_tune_config_t cfg;
-    char *log_path;
     FILE *log;
     int phase;
     hvd_tune_params_t cur, best;
