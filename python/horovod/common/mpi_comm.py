@@ -13,6 +13,8 @@ Without an MPI launcher (plain horovodrun), a list of every rank of the job is t
 a strict subset is refused with what to do instead.
 """
 import os
+import pickle
+import time
 
 from horovod import _hvd
 
@@ -90,11 +92,34 @@ class _CommStore:
             return self._mine[key]
         if self._all is None:
             self._all = {}
-            for written in self._comm.allgather(self._mine):
-                self._all.update(written)
+            for written in self._allgather(pickle.dumps(self._mine), timeout_ms):
+                self._all.update(pickle.loads(written))
         if key not in self._all:
             raise TimeoutError(f"no rank of the communicator wrote {key}")
         return self._all[key]
+
+    def _allgather(self, data, timeout_ms):
+        """Every rank's data (bytes), in rank order, within timeout_ms: nonblocking
+        collectives polled against the deadline (a blocking allgather would wait forever for
+        a rank that never calls hvd.init)."""
+        import numpy as np
+        deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
+        comm = self._comm
+        sizes = np.empty(comm.size, dtype=np.int64)
+        self._wait(comm.Iallgather(np.array([len(data)], dtype=np.int64), sizes), deadline)
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        self._wait(comm.Iallgatherv(np.frombuffer(data, dtype=np.uint8), [out, sizes]), deadline)
+        offs = np.concatenate(([0], np.cumsum(sizes)))
+        return [out[offs[r]:offs[r + 1]].tobytes() for r in range(comm.size)]
+
+    def _wait(self, request, deadline):
+        while not request.Test():
+            if time.monotonic() > deadline:
+                # (the request stays pending: init fails, and so does the job)
+                raise TimeoutError(
+                    f"rank {self._comm.rank} of the communicator (size {self._comm.size}) waited "
+                    "for every rank to call hvd.init(comm=...); some rank did not come")
+            time.sleep(0.0005)
 
 
 def init(comm, timeout_seconds):
