@@ -1,8 +1,8 @@
 #include "runner/config_file.h"
 
 #include "common/error.h"
+#include "common/text_file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <yaml.h>
@@ -71,15 +71,16 @@ hvd_status_t hvd__config_file_read(const char *file, hvd_config_visit_fn visit, 
     yaml_parser_t parser;
     yaml_document_t doc;
     hvd_status_t st = HVD_OK;
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot open config file %s: %s", file,
-                              strerror(errno));
+    char *text;
+    size_t len;
+    st = hvd__text_file_read(file, "config file", HVD_CONFIG_FILE_MAX_BYTES, &text, &len);
+    if (st != HVD_OK)
+        return st;
     if (!yaml_parser_initialize(&parser)) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "cannot initialise the YAML parser");
-        goto close_file;
+        goto free_text;
     }
-    yaml_parser_set_input_file(&parser, f);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
         st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%zu: YAML error: %s%s%s", file,
                             parser.problem_mark.line + 1, parser.context ? parser.context : "",
@@ -115,7 +116,7 @@ hvd_status_t hvd__config_file_read(const char *file, hvd_config_visit_fn visit, 
     yaml_document_delete(&doc);
 delete_parser:
     yaml_parser_delete(&parser);
-close_file:
-    fclose(f);
+free_text:
+    free(text);
     return st;
 }

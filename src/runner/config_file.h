@@ -10,6 +10,10 @@
 
 #include <hvd/types.h>
 
+/* The largest config file hvd reads (Horovod's has a dozen keys); a larger one, or one with a
+ * NUL byte, is refused before parsing, so a wrong path cannot exhaust memory. */
+#define HVD_CONFIG_FILE_MAX_BYTES (1u << 20)
+
 typedef enum {
     HVD_CONFIG_SCALAR,   /* a value: text in value (quoted or plain) */
     HVD_CONFIG_NULL,     /* a plain empty, ~ or null value: "not set" as in PyYAML */

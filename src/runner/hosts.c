@@ -13,9 +13,12 @@
 #include "runner/hosts.h"
 
 #include "common/error.h"
+#include "common/hash.h"
+#include "common/text_file.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,9 @@
 /* Far above any real machine; it keeps every slot total and rank inside an int. */
 #define HOST_SLOTS_MAX 1000000
 #define HOST_NAME_MAX_LEN 255
+/* Far above any real cluster; it bounds the memory a runaway hostfile or discovery script
+ * can make horovodrun use (and keeps positions inside the name index's uint32_t). */
+#define HOST_COUNT_MAX 1000000
 
 typedef enum { NAME_OK, NAME_EMPTY, NAME_TOO_LONG, NAME_BAD_CHAR } name_check_t;
 
@@ -77,32 +83,90 @@ static void trim(const char **s, size_t *n) {
         (*n)--;
 }
 
-/* Index of the host called name[0..len), or -1. */
-static long find_host(const hvd_host_list_t *l, const char *name, size_t len) {
-    for (size_t i = 0; i < l->count; i++)
-        if (strlen(l->hosts[i].name) == len && memcmp(l->hosts[i].name, name, len) == 0)
-            return (long)i;
-    return -1;
+/* A host list being built, with an index of its names so that finding a duplicate costs the
+ * same for the 100,000th host as for the first: open addressing over list positions + 1 (0 is
+ * an empty slot), at most half full. */
+typedef struct {
+    hvd_host_list_t list;
+    size_t cap;
+    uint32_t *index;
+    size_t index_cap; /* a power of two */
+} builder_t;
+
+static size_t index_home(const builder_t *b, const char *name, size_t len) {
+    return (size_t)hvd__hash_fnv1a_bytes(HVD_HASH_FNV_BASIS, name, len) & (b->index_cap - 1);
 }
 
-static hvd_status_t append_host(hvd_host_list_t *l, const char *name, size_t len, int slots) {
+/* Position of the host called name[0..len), or -1. */
+static long find_host(const builder_t *b, const char *name, size_t len) {
+    if (!b->index_cap)
+        return -1;
+    for (size_t i = index_home(b, name, len);; i = (i + 1) & (b->index_cap - 1)) {
+        uint32_t at = b->index[i];
+        if (!at)
+            return -1;
+        const char *have = b->list.hosts[at - 1].name;
+        if (strncmp(have, name, len) == 0 && have[len] == '\0')
+            return (long)at - 1;
+    }
+}
+
+static void index_put(builder_t *b, size_t pos) {
+    const char *name = b->list.hosts[pos].name;
+    size_t i = index_home(b, name, strlen(name));
+    while (b->index[i])
+        i = (i + 1) & (b->index_cap - 1);
+    b->index[i] = (uint32_t)(pos + 1);
+}
+
+static hvd_status_t no_memory(void) {
+    return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading hosts");
+}
+
+static hvd_status_t append_host(builder_t *b, const char *name, size_t len, int slots) {
+    if (b->list.count >= HOST_COUNT_MAX)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "more than %d hosts listed", HOST_COUNT_MAX);
+    if (b->list.count == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        hvd_host_t *grown = realloc(b->list.hosts, cap * sizeof *grown);
+        if (!grown)
+            return no_memory();
+        b->list.hosts = grown;
+        b->cap = cap;
+    }
+    if (2 * (b->list.count + 1) > b->index_cap) {
+        size_t cap = b->index_cap ? b->index_cap * 2 : 64;
+        uint32_t *index = calloc(cap, sizeof *index);
+        if (!index)
+            return no_memory();
+        free(b->index);
+        b->index = index;
+        b->index_cap = cap;
+        for (size_t i = 0; i < b->list.count; i++)
+            index_put(b, i);
+    }
     char *copy = strndup(name, len);
     if (!copy)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading hosts");
-    hvd_host_t *grown = realloc(l->hosts, (l->count + 1) * sizeof *grown);
-    if (!grown) {
-        free(copy);
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading hosts");
+        return no_memory();
+    b->list.hosts[b->list.count].name = copy;
+    b->list.hosts[b->list.count].slots = slots;
+    index_put(b, b->list.count++);
+    return HVD_OK;
+}
+
+/* Hand the list over (the index is no longer needed), or free it all on failure. */
+static hvd_status_t finish(builder_t *b, hvd_status_t st, hvd_host_list_t *list_p) {
+    free(b->index);
+    if (st != HVD_OK) {
+        hvd__hosts_fini(&b->list);
+        return st;
     }
-    l->hosts = grown;
-    l->hosts[l->count].name = copy;
-    l->hosts[l->count].slots = slots;
-    l->count++;
+    *list_p = b->list;
     return HVD_OK;
 }
 
 /* One -H item, already trimmed and non-empty. */
-static hvd_status_t parse_item(hvd_host_list_t *l, const char *item, size_t n) {
+static hvd_status_t parse_item(builder_t *b, const char *item, size_t n) {
     const char *colon = memchr(item, ':', n);
     if (!colon)
         return hvd__error_set(HVD_ERR_INVALID_ARG,
@@ -129,16 +193,16 @@ static hvd_status_t parse_item(hvd_host_list_t *l, const char *item, size_t n) {
     case SLOTS_OK:
         break;
     }
-    if (find_host(l, item, name_len) >= 0)
+    if (find_host(b, item, name_len) >= 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "host '%.*s' appears twice in -H; give each host once with all its "
                               "slots",
                               (int)name_len, item);
-    return append_host(l, item, name_len, slots);
+    return append_host(b, item, name_len, slots);
 }
 
 hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p) {
-    hvd_host_list_t l = {0};
+    builder_t b = {0};
     hvd_status_t st = HVD_OK;
     const char *p = text;
     for (;;) {
@@ -151,26 +215,21 @@ hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p) {
                                 "empty host in -H '%s' (a stray or trailing comma?): expected "
                                 "host:slots,host:slots (e.g. worker-0:2,worker-1:2)",
                                 text);
-            goto err_free_list;
+            break;
         }
-        st = parse_item(&l, item, n);
-        if (st != HVD_OK)
-            goto err_free_list;
-        if (!comma)
+        st = parse_item(&b, item, n);
+        if (st != HVD_OK || !comma)
             break;
         p = comma + 1;
     }
-    *list_p = l;
-    return HVD_OK;
-err_free_list:
-    hvd__hosts_fini(&l);
-    return st;
+    return finish(&b, st, list_p);
 }
 
 /* Hostfile parsing state: the line each host came from, for the duplicate message. */
 typedef struct {
-    hvd_host_list_t list;
+    builder_t b;
     int *lines;
+    size_t lines_cap;
     const char *path;
 } hostfile_t;
 
@@ -214,18 +273,27 @@ static hvd_status_t parse_hostfile_line(hostfile_t *hf, char *line, int lineno) 
             break;
         }
     }
-    long dup = find_host(&hf->list, s, name_len);
+    long dup = find_host(&hf->b, s, name_len);
     if (dup >= 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "%s:%d: host '%.*s' appears twice (first on line %d); give each "
                               "host once with all its slots",
                               hf->path, lineno, (int)name_len, s, hf->lines[dup]);
-    int *grown = realloc(hf->lines, (hf->list.count + 1) * sizeof *grown);
-    if (!grown)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading %s", hf->path);
-    hf->lines = grown;
-    hf->lines[hf->list.count] = lineno;
-    return append_host(&hf->list, s, name_len, slots);
+    if (hf->b.list.count >= HOST_COUNT_MAX)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "%s:%d: more than %d hosts (is it the right "
+                              "file?)",
+                              hf->path, lineno, HOST_COUNT_MAX);
+    if (hf->b.list.count == hf->lines_cap) {
+        size_t cap = hf->lines_cap ? hf->lines_cap * 2 : 16;
+        int *grown = realloc(hf->lines, cap * sizeof *grown);
+        if (!grown)
+            return no_memory();
+        hf->lines = grown;
+        hf->lines_cap = cap;
+    }
+    hf->lines[hf->b.list.count] = lineno;
+    return append_host(&hf->b, s, name_len, slots);
 err_syntax:
     return hvd__error_set(HVD_ERR_INVALID_ARG, "%s:%d: expected 'host slots=N', got '%.*s'",
                           hf->path, lineno, (int)n, s);
@@ -233,43 +301,31 @@ err_syntax:
 
 hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p) {
     hostfile_t hf = {.path = path};
-    hvd_status_t st = HVD_OK;
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot open hostfile %s: %s", path,
-                              strerror(errno));
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
+    hvd_text_reader_t r;
+    hvd_status_t st =
+        hvd__text_reader_open(&r, path, "hostfile", HVD_HOSTFILE_MAX_LINE, HVD_HOSTFILE_MAX_BYTES);
+    if (st != HVD_OK)
+        return st;
+    for (;;) {
+        char *line;
+        size_t len;
+        int lineno, more;
+        st = hvd__text_reader_next(&r, &line, &len, &lineno, &more);
+        if (st != HVD_OK || !more)
+            break;
         st = parse_hostfile_line(&hf, line, lineno);
         if (st != HVD_OK)
-            goto err_free;
+            break;
     }
-    if (ferror(f)) {
-        st = hvd__error_set(HVD_ERR_IO, "cannot read hostfile %s: %s", path, strerror(errno));
-        goto err_free;
-    }
-    if (hf.list.count == 0) {
+    hvd__text_reader_close(&r);
+    if (st == HVD_OK && hf.b.list.count == 0)
         st = hvd__error_set(HVD_ERR_INVALID_ARG, "hostfile %s lists no hosts", path);
-        goto err_free;
-    }
-    free(line);
     free(hf.lines);
-    fclose(f);
-    *list_p = hf.list;
-    return HVD_OK;
-err_free:
-    free(line);
-    free(hf.lines);
-    hvd__hosts_fini(&hf.list);
-    fclose(f);
-    return st;
+    return finish(&hf.b, st, list_p);
 }
 
 /* One line of a discovery script's output, trimmed and non-empty: "host" or "host:slots". */
-static hvd_status_t parse_discovered(hvd_host_list_t *l, const char *s, size_t n, int lineno,
+static hvd_status_t parse_discovered(builder_t *b, const char *s, size_t n, int lineno,
                                      int default_slots) {
     const char *colon = memchr(s, ':', n);
     size_t name_len = colon ? (size_t)(colon - s) : n;
@@ -296,16 +352,16 @@ static hvd_status_t parse_discovered(hvd_host_list_t *l, const char *s, size_t n
                               "--slots-per-host",
                               lineno, (int)(n > 300 ? 300 : n), s);
     }
-    if (find_host(l, s, name_len) >= 0)
+    if (find_host(b, s, name_len) >= 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "host discovery output line %d: host '%.*s' is listed twice", lineno,
                               (int)name_len, s);
-    return append_host(l, s, name_len, slots);
+    return append_host(b, s, name_len, slots);
 }
 
 hvd_status_t hvd__hosts_parse_discovery(const char *text, size_t len, int default_slots,
                                         hvd_host_list_t *list_p) {
-    hvd_host_list_t l = {0};
+    builder_t b = {0};
     hvd_status_t st = HVD_OK;
     int lineno = 0;
     for (size_t off = 0; off < len && st == HVD_OK;) {
@@ -321,14 +377,9 @@ hvd_status_t hvd__hosts_parse_discovery(const char *text, size_t len, int defaul
         }
         trim(&line, &n);
         if (n)
-            st = parse_discovered(&l, line, n, lineno, default_slots);
+            st = parse_discovered(&b, line, n, lineno, default_slots);
     }
-    if (st != HVD_OK) {
-        hvd__hosts_fini(&l);
-        return st;
-    }
-    *list_p = l;
-    return HVD_OK;
+    return finish(&b, st, list_p);
 }
 
 void hvd__hosts_fini(hvd_host_list_t *list) {

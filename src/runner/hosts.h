@@ -35,6 +35,13 @@ typedef struct {
 /* Parse "h1:2,h2:4". Errors (HVD_ERR_INVALID_ARG) name the offending item and why. */
 hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p);
 
+/* The most hvd reads of a hostfile: a line (without its newline; a host name is at most 255
+ * characters) and the whole file (100,000 hosts of 160-character names). Beyond
+ * either the file is refused, in constant memory (a user who points --hostfile at /dev/zero
+ * or a log gets an error, not an exhausted login node). */
+#define HVD_HOSTFILE_MAX_LINE 4096
+#define HVD_HOSTFILE_MAX_BYTES (16u << 20)
+
 /* Parse a hostfile. Errors name the file, the line number and the line. */
 hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p);
 

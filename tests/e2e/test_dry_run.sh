@@ -55,4 +55,43 @@ expect_contains "bad hostfile line" "$ERR" "bad_hosts:2"
 run_hvd --dry-run -np 1 --hostfile "$TMP/missing" true
 expect_eq "missing hostfile exit" 2 "$RC"
 expect_contains "missing hostfile" "$ERR" "missing"
+
+# Endless or oversized input is refused in bounded memory (issue 32; the bounds are in
+# src/runner/hosts.h and config_file.h). rss_run CMD...: run CMD with stdin from $FEED
+# (a pipe from an endless producer), set RC, ERR and MAXRSS_KB (the largest resident size
+# of the command's processes).
+cat >"$TMP/maxrss.py" <<'PY'
+# maxrss.py RC_FILE CMD...: run CMD (its stdin is ours, stdout dropped, stderr kept); write its
+# exit status to RC_FILE and print the largest resident size of its processes, in KiB
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, timeout=60)
+open(sys.argv[1], "w").write(str(r.returncode))
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+rss_run() {
+  rm -f "$TMP/rc"
+  # (the producer ends by SIGPIPE once horovodrun stops reading: the pipeline's status is not
+  # the test's; a missing rc file is)
+  MAXRSS_KB=$(bash -c "$FEED" 2>/dev/null | /usr/bin/python3 "$TMP/maxrss.py" "$TMP/rc" "$@" \
+              2>"$TMP/err") || true
+  RC=$(cat "$TMP/rc")
+  ERR=$(cat "$TMP/err")
+}
+check_bounded() { # NAME NEEDLE
+  expect_eq "$1: exit" 2 "$RC"
+  expect_contains "$1: message" "$ERR" "$2"
+  ((MAXRSS_KB < 300000)) || fail "$1: horovodrun grew to $MAXRSS_KB KiB"
+}
+FEED="cat /dev/zero"
+rss_run "$HVDRUN" --dry-run -np 1 --hostfile /dev/stdin true
+check_bounded "hostfile /dev/zero" "hostfile /dev/stdin: line 1 holds a NUL byte"
+FEED="tr '\\0' x </dev/zero"
+rss_run "$HVDRUN" --dry-run -np 1 --hostfile /dev/stdin true
+check_bounded "endless line" "hostfile /dev/stdin: line 1 is longer than 4096 bytes"
+FEED="seq 1 100000000 | sed 's/^/a-host-name-of-some-length-/'"
+rss_run "$HVDRUN" --dry-run -np 1 --hostfile /dev/stdin true
+check_bounded "endless hosts" "hostfile /dev/stdin is larger than 16777216 bytes"
+FEED="yes '# a comment'"
+rss_run "$HVDRUN" --dry-run -np 1 --config-file /dev/stdin true
+check_bounded "endless config" "config file /dev/stdin is larger than 1048576 bytes"
 pass

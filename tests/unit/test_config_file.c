@@ -156,6 +156,26 @@ static void test_walk_errors(void **state) {
     assert_int_equal(hvd__config_file_read("/nonexistent/x.yaml", refuse, NULL),
                      HVD_ERR_INVALID_ARG);
     assert_non_null(strstr(hvd_last_error(), "cannot open config file /nonexistent/x.yaml"));
+    /* a wrong path (a binary, a huge log) is refused before parsing, in bounded memory */
+    assert_int_equal(hvd__config_file_read("/dev/zero", refuse, NULL), HVD_ERR_INVALID_ARG);
+    assert_string_equal(hvd_last_error(), "config file /dev/zero: line 1 holds a NUL byte (a "
+                                          "config file is text; is it the right file?)");
+    size_t big = HVD_CONFIG_FILE_MAX_BYTES + 1;
+    char *text = malloc(big + 1);
+    assert_non_null(text);
+    memset(text, '#', big);
+    text[big] = '\0';
+    for (size_t i = 80; i < big; i += 80)
+        text[i] = '\n';
+    write_file(text);
+    assert_int_equal(hvd__config_file_read(path, refuse, NULL), HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "is larger than 1048576 bytes"));
+    unlink(path);
+    text[big - 1] = '\0'; /* exactly the bound: all comments, an empty configuration */
+    write_file(text);
+    assert_int_equal(hvd__config_file_read(path, refuse, NULL), HVD_OK);
+    unlink(path);
+    free(text);
     /* an alias that makes a section its own member terminates (walked two levels at most) */
     record_t r = {0};
     write_file("params: &p\n  x: 1\n  self: *p\n");

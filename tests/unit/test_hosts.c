@@ -84,14 +84,18 @@ static void test_parse_hosts_names_and_duplicates(void **state) {
     expect_error(longname, "longer than 255 characters");
 }
 
-static char *write_file(const char *text) {
+static char *write_bytes(const char *text, size_t len) {
     static char path[64];
     strcpy(path, "/tmp/hvd-hostfile-XXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
     return path;
+}
+
+static char *write_file(const char *text) {
+    return write_bytes(text, strlen(text));
 }
 
 static void expect_file_error(const char *text, const char *needle) {
@@ -131,16 +135,19 @@ static void test_hostfile(void **state) {
     assert_int_equal(l.hosts[4].slots, 4);
     hvd__hosts_fini(&l);
 
-    /* a long line is not cut */
-    char big[6000];
+    /* a line as long as the bound is read whole, not cut */
+    char big[HVD_HOSTFILE_MAX_LINE + 3];
     memset(big, ' ', sizeof big);
-    memcpy(big + 5000, "hh slots=7\n", 12);
+    memcpy(big + HVD_HOSTFILE_MAX_LINE - 10, "hh slots=7\n", 12);
     p = write_file(big);
     assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_OK);
     unlink(p);
     assert_int_equal(l.count, 1);
     assert_int_equal(l.hosts[0].slots, 7);
     hvd__hosts_fini(&l);
+    /* one byte more is refused, naming the line and the bound */
+    memcpy(big + HVD_HOSTFILE_MAX_LINE - 9, "hh slots=7\n", 12);
+    expect_file_error(big, ": line 1 is longer than 4096 bytes");
 
     expect_file_error("h1 slots=2\nh2 slots=two\n",
                       ":2: expected 'host slots=N', got 'h2 slots=two'");
@@ -156,9 +163,68 @@ static void test_hostfile(void **state) {
     expect_file_error("h1 slots=1\n\nh2\nh1 slots=3\n",
                       ":4: host 'h1' appears twice (first on line 1)");
     expect_file_error("# nothing\n\n", "lists no hosts");
+    p = write_bytes("h1 slots=1\nh2\0 slots=1\n", 23);
+    assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_ERR_INVALID_ARG);
+    unlink(p);
+    assert_non_null(strstr(hvd_last_error(), ": line 2 holds a NUL byte"));
     expect_file_error("", "lists no hosts");
     assert_int_equal(hvd__hosts_parse_file("/nonexistent/hosts", &l), HVD_ERR_INVALID_ARG);
     assert_non_null(strstr(hvd_last_error(), "cannot open hostfile /nonexistent/hosts"));
+}
+
+/* 100,000 hosts: all kept in order, and a duplicate of the first found at the end. */
+static void test_hostfile_many_hosts(void **state) {
+    (void)state;
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 24 + 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(text + len, cap - len, "node-%d slots=%d\n", i, 1 + i % 3);
+    hvd_host_list_t l;
+    char *p = write_bytes(text, len);
+    assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_OK);
+    unlink(p);
+    assert_int_equal(l.count, N);
+    for (int i = 0; i < N; i += 997) {
+        char want[32];
+        snprintf(want, sizeof want, "node-%d", i);
+        assert_string_equal(l.hosts[i].name, want);
+        assert_int_equal(l.hosts[i].slots, 1 + i % 3);
+    }
+    hvd__hosts_fini(&l);
+    len += (size_t)snprintf(text + len, cap - len, "node-7 slots=1\n");
+    p = write_bytes(text, len);
+    assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_ERR_INVALID_ARG);
+    unlink(p);
+    assert_non_null(strstr(hvd_last_error(), ":100001: host 'node-7' appears twice (first on "
+                                             "line 8)"));
+    free(text);
+}
+
+/* A file over the size bound is refused (the bound counts bytes, comments included). */
+static void test_hostfile_size_bound(void **state) {
+    (void)state;
+    size_t len = HVD_HOSTFILE_MAX_BYTES + 1;
+    char *text = malloc(len);
+    assert_non_null(text);
+    memset(text, '#', len);
+    memcpy(text, "h1 slots=1\n", 11);
+    for (size_t i = 100; i < len; i += 100)
+        text[i] = '\n';
+    char *p = write_bytes(text, len);
+    hvd_host_list_t l;
+    assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_ERR_INVALID_ARG);
+    assert_non_null(strstr(hvd_last_error(), "is larger than 16777216 bytes"));
+    assert_non_null(strstr(hvd_last_error(), p));
+    unlink(p);
+    /* exactly the bound is read */
+    p = write_bytes(text, len - 1);
+    assert_int_equal(hvd__hosts_parse_file(p, &l), HVD_OK);
+    unlink(p);
+    assert_int_equal(l.count, 1);
+    hvd__hosts_fini(&l);
+    free(text);
 }
 
 /* plan[i] must equal lines[i] ("rank=.. size=.. ..."). */
@@ -325,6 +391,8 @@ int main(void) {
         cmocka_unit_test(test_parse_hosts_errors),
         cmocka_unit_test(test_parse_hosts_names_and_duplicates),
         cmocka_unit_test(test_hostfile),
+        cmocka_unit_test(test_hostfile_many_hosts),
+        cmocka_unit_test(test_hostfile_size_bound),
         cmocka_unit_test(test_slot_plans),
         cmocka_unit_test(test_slot_plan_errors),
         cmocka_unit_test(test_slot_plan_properties),
