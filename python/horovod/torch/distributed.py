@@ -87,10 +87,13 @@ class _Completer:
     operations behind it."""
 
     def __init__(self):
-        self._cv = threading.Condition()
+        lock = threading.Lock()
+        self._cv = threading.Condition(lock)
+        self._drained = threading.Condition(lock)  # quiesce waits here, not woken by submit
         self._queue = deque()
         self._leading = False  # a thread is waiting for the head of the queue
         self._idle = 0         # threads parked, ready to lead
+        self._busy = 0         # threads between taking an operation and completing its future
 
     def submit(self, handles, finish, fut):
         with self._cv:
@@ -112,6 +115,7 @@ class _Completer:
                     self._cv.wait()
                     self._idle -= 1
                 self._leading = True
+                self._busy += 1
                 handles, finish, fut = self._queue.popleft()
             try:
                 value, error = finish(_wait_all(handles)), None
@@ -121,10 +125,25 @@ class _Completer:
                 self._leading = False
                 if self._queue:
                     self._wake_locked()
-            if error is not None:  # (callbacks run here, while another thread leads)
-                fut.set_exception(error)
-            else:
-                fut.set_result(value)
+            try:
+                if error is not None:  # (callbacks run here, while another thread leads)
+                    fut.set_exception(error)
+                else:
+                    fut.set_result(value)
+            finally:
+                with self._cv:
+                    self._busy -= 1
+                    self._drained.notify_all()
+
+    def quiesce(self, timeout):
+        """Wait (at most timeout seconds) until no operation is queued and no thread is
+        completing a future. At interpreter exit: a daemon thread still inside a future's
+        C++ callbacks when Python finalizes is ended by pthread_exit, whose unwinding through
+        C++ code that may not throw aborts the process ("terminate called without an active
+        exception") after a script that succeeded. Parked threads wait in a Python lock,
+        where ending them is harmless."""
+        with self._drained:
+            return self._drained.wait_for(lambda: not self._queue and not self._busy, timeout)
 
 
 _completer = _Completer()
@@ -936,9 +955,15 @@ def _destroy(group=None):
         _shutdown_world()
 
 
+# Operations a finished script left in flight get this long to complete at exit.
+_EXIT_DRAIN_SECONDS = 10
+
+
 def _at_exit():
+    _completer.quiesce(_EXIT_DRAIN_SECONDS)
     if _owned["init"] and _hvd.is_initialized():
         _shutdown_world()
+        _completer.quiesce(_EXIT_DRAIN_SECONDS)  # what the shutdown failed completes now
 
 
 def _register():

@@ -11,6 +11,9 @@ MODE kill VICTIM: rank VICTIM SIGKILLs itself in the middle of training; every s
   it first.
 MODE stop VICTIM: the same with SIGSTOP; the survivors' error comes once the process group's
   timeout (ARG seconds) expires.
+MODE exit_in_callback: the script ends while a callback of an operation's future still runs on
+  the completion thread (a slow then()); it must end with status 0 after the callback has
+  finished (OUT_DIR/callback<r>), never abort in Python's finalization.
 MODE resume VICTIM: a checkpoint every step; in the launcher's first attempt rank VICTIM is
   SIGKILLed at step 5; torchrun --max_restarts starts every worker again, which resume from
   the checkpoint and finish (OUT_DIR/done<r>: the step they resumed at and a weight checksum).
@@ -79,6 +82,17 @@ elif mode in ("kill", "stop"):
             f.write(f"{seen!r}\n{e}\n{after}\n")
         os.replace(report + ".tmp", report)  # whole, once it is there
         os._exit(0)
+elif mode == "exit_in_callback":
+    def slow(fut):
+        time.sleep(1.0)  # takes the GIL back when it ends: late, while Python finalizes
+        with open(os.path.join(out_dir, f"callback{rank}"), "w") as f:
+            f.write(repr(fut.value()[0].tolist()))
+        return fut.value()
+
+    work = dist.all_reduce(torch.ones(3), async_op=True)
+    work.get_future().then(slow)
+    work.wait()
+    sys.exit(0)
 elif mode == "resume":
     ckpt = os.path.join(out_dir, "ckpt.pt")
     start = 0
