@@ -18,7 +18,7 @@
 
 /* The exception classes of horovod.common.exceptions (set_exceptions); RuntimeError until
  * then. */
-static PyObject *internal_error_cls, *hosts_updated_cls;
+static PyObject *internal_error_cls, *hosts_updated_cls, *init_lost_cls;
 
 /* Raise the Python error of a libhvd status, with libhvd's message (which names the rank,
  * host and tensor). Returns NULL for the caller to return. */
@@ -377,13 +377,15 @@ static PyObject *py_poll(PyObject *self, PyObject *arg) {
 /* ---- life cycle and topology ---- */
 
 static PyObject *py_set_exceptions(PyObject *self, PyObject *args) {
-    PyObject *a, *b;
-    if (!PyArg_ParseTuple(args, "OO", &a, &b))
+    PyObject *a, *b, *c = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O", &a, &b, &c))
         return NULL;
     Py_XINCREF(a);
     Py_XSETREF(internal_error_cls, a);
     Py_XINCREF(b);
     Py_XSETREF(hosts_updated_cls, b);
+    Py_XINCREF(c);
+    Py_XSETREF(init_lost_cls, c);
     Py_RETURN_NONE;
 }
 
@@ -417,7 +419,10 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         return worker_exits("horovod: init");
     }
     if (st != HVD_OK) {
-        PyErr_Format(PyExc_ValueError, "Horovod initialization failed: %s", hvd_last_error());
+        /* a lost peer (a rank died or left before it checked in): both the ValueError of a
+         * failed init and the HorovodInternalError of a lost peer */
+        PyObject *cls = st == HVD_ERR_PEER_LOST && init_lost_cls ? init_lost_cls : PyExc_ValueError;
+        PyErr_Format(cls, "Horovod initialization failed: %s", hvd_last_error());
         return NULL;
     }
     Py_RETURN_NONE;

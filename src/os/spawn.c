@@ -600,6 +600,24 @@ static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int in_r, int i
 /* ---- the launcher's side -----------------------------------------------------------------------
  */
 
+int hvd__spawn_cmd_stopped(const hvd_spawn_t *proc) {
+    if (proc->cmd_pid <= 0 || proc->reported)
+        return 0;
+    char path[40], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)proc->cmd_pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold ')' and spaces, so the state follows the last ')' */
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'T';
+}
+
 int hvd__spawn_exit_code(int wait_status) {
     if (WIFEXITED(wait_status))
         return WEXITSTATUS(wait_status);

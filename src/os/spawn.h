@@ -96,6 +96,11 @@ int hvd__spawn_reap(hvd_spawn_t *proc);
  * (a middleman killed from outside reports nothing). Valid once reported or reaped. */
 int hvd__spawn_status(const hvd_spawn_t *proc);
 
+/* 1 when the command (its main process) is stopped by a signal (SIGSTOP, SIGTSTP, ...: state
+ * T in /proc/<pid>/stat), 0 when it runs, sleeps, has ended, is unknown or is stopped by a
+ * debugger (state t: someone is looking at it, which is not a rank left behind). */
+int hvd__spawn_cmd_stopped(const hvd_spawn_t *proc);
+
 /* Close the launcher's fds of a rank (idempotent). */
 void hvd__spawn_close(hvd_spawn_t *proc);
 

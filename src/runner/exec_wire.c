@@ -270,7 +270,7 @@ int hvd__exec_reader_next(hvd_exec_reader_t *r, hvd_exec_frame_t *frame_p) {
     uint8_t type = h[0];
     uint32_t index = hvd__le32_get(h + 4), len = hvd__le32_get(h + 8);
     const char *bad = NULL;
-    if (type < HVD_EXEC_READY || type > HVD_EXEC_END)
+    if (type < HVD_EXEC_READY || type > HVD_EXEC_STATE)
         bad = "an unknown frame type";
     else if (h[1] || h[2] || h[3])
         bad = "non-zero reserved bytes";
@@ -278,7 +278,8 @@ int hvd__exec_reader_next(hvd_exec_reader_t *r, hvd_exec_frame_t *frame_p) {
         bad = "a frame longer than the bound";
     else if (type == HVD_EXEC_READY ? index != 0 || len != 0 : index >= r->nranks)
         bad = "a rank index out of range";
-    else if ((type == HVD_EXEC_EXIT && len != 4) || (type == HVD_EXEC_END && len != 0))
+    else if ((type == HVD_EXEC_EXIT && len != 4) || (type == HVD_EXEC_END && len != 0) ||
+             (type == HVD_EXEC_STATE && len != HVD_EXEC_STATE_LEN))
         bad = "a frame whose length does not fit its type";
     if (bad) {
         hvd__error_set(HVD_ERR_PROTOCOL, "the remote host's supervisor sent %s", bad);

@@ -17,6 +17,8 @@
  *     ERR    bytes the rank wrote to its stderr
  *     EXIT   the rank's command ended; data: its raw wait status, i32
  *     END    nothing more comes for this rank (its tree is gone, its pipes are drained)
+ *     STATE  the rank's command was stopped by a signal or continued (so that horovodrun can
+ *            tell a rank left stopped after the others exited, runner/stopped_ranks.h)
  *
  * Multi-byte fields are little-endian. Every field is checked before it is used, and nothing
  * is allocated for a count before the bytes it needs are known to be there. */
@@ -28,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HVD_EXEC_SPEC_VERSION 2
+#define HVD_EXEC_SPEC_VERSION 3
 #define HVD_EXEC_SPEC_HEADER_LEN 12
 #define HVD_EXEC_SPEC_MAX (1024 * 1024)
 /* Ranks one supervisor runs: far more than a host has cores. */
@@ -81,7 +83,11 @@ enum {
     HVD_EXEC_ERR = 3,
     HVD_EXEC_EXIT = 4,
     HVD_EXEC_END = 5,
+    HVD_EXEC_STATE = 6,
 };
+/* STATE's data: stopped u32 (1: the rank's command is stopped by a signal, 0: it is not) |
+ * the command's pid u32. Sent when the state changes, looked at once a second. */
+#define HVD_EXEC_STATE_LEN 8
 
 void hvd__exec_frame_header(uint8_t out[HVD_EXEC_FRAME_HEADER_LEN], uint8_t type, uint32_t index,
                             uint32_t len);

@@ -2,14 +2,17 @@
 
 #include <hvd/hvd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "os/spawn.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/kv_store.h"
 #include "rendezvous/kv_server.h"
+#include "runner/stopped_ranks.h"
 #include "runner/workers.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,14 +38,16 @@ typedef struct {
     int err_fd;
     hvd_kv_server_t *server;
     atomic_long latest_init; /* highest g of an init.<g> check-in seen, -1 */
+    size_t exited;           /* ranks that exited with status 0 */
+    hvd_stopped_ranks_t left_behind;
 } job_t;
 
 /* The store's watcher (its thread, store lock held): the latest check-in generation. */
 static void on_store_put(void *arg, const char *scope, const char *key) {
     job_t *job = arg;
-    (void)key;
     char *end;
-    if (strncmp(scope, "init.", 5) != 0 || !isdigit((unsigned char)scope[5]))
+    if (strncmp(scope, "init.", 5) != 0 || !isdigit((unsigned char)scope[5]) ||
+        strcmp(key, HVD_KV_ABORT_KEY) == 0) /* ours, not a check-in */
         return;
     long g = strtol(scope + 5, &end, 10);
     if (*end == '\0' && g > atomic_load(&job->latest_init))
@@ -51,28 +56,43 @@ static void on_store_put(void *arg, const char *scope, const char *key) {
 
 /* Ranks still checking in wait for one that is gone: give them its cause in the generation
  * they are in (the latest one seen) and the next (ranks that re-initialise after a
- * shutdown). Without this they would wait for their rendezvous timeout. Not for a rank that
- * had checked in and then exited with an error code: most likely it gave up waiting for a
- * rank that never came, and the others, waiting for the same rank, will say so themselves
- * within moments (their timeouts count from the same latest arrival). */
+ * shutdown). Without this they would wait for their rendezvous timeout. A rank that exited
+ * 0 is gone too: it can join no later generation (nor the latest, if it had not checked in
+ * there: a rank that returned instead of calling hvd_init). Not for a rank that had checked
+ * in and then exited with an error code: most likely it gave up waiting for a rank that never
+ * came, and the others, waiting for the same rank, will say so themselves within moments
+ * (their timeouts count from the same latest arrival). */
 static void abort_check_in(job_t *job, const hvd_slot_t *slot, int status) {
     if (!job->server)
         return;
+    hvd_kv_store_t *store = hvd__kv_server_store(job->server);
     char what[96], text[400], scope[32], key[32];
     long g = atomic_load(&job->latest_init);
     snprintf(scope, sizeof scope, "init.%ld", g);
     snprintf(key, sizeof key, "rank_%d", slot->rank);
-    if (WIFEXITED(status) && g >= 0 &&
-        hvd__kv_store_has(hvd__kv_server_store(job->server), scope, key))
+    int checked_in = g >= 0 && hvd__kv_store_has(store, scope, key);
+    int code = hvd__spawn_exit_code(status);
+    if (WIFEXITED(status) && code != 0 && checked_in)
         return;
-    hvd__spawn_describe_status(status, what, sizeof what);
-    int n = snprintf(text, sizeof text, "rank %d (host %s) %s", slot->rank, slot->host,
-                     strncmp(what, "exit", 4) == 0 ? "exited with " : "was ");
-    snprintf(text + n, sizeof text - (size_t)n, "%s", what);
-    for (long k = g < 0 ? 0 : g; k <= g + 1; k++) {
+    if (WIFEXITED(status) && code == 0) {
+        snprintf(text, sizeof text, "rank %d (host %s) exited with status 0 before hvd_init",
+                 slot->rank, slot->host);
+        size_t waiting = checked_in || g < 0
+                             ? 0
+                             : hvd__kv_store_count(store, scope) -
+                                   (size_t)hvd__kv_store_has(store, scope, HVD_KV_ABORT_KEY);
+        if (waiting) /* the cause of the failures that follow */
+            hvd__workers_say(job->workers, "horovodrun: %s, while %zu rank%s waited for it\n", text,
+                             waiting, waiting == 1 ? "" : "s");
+    } else {
+        hvd__spawn_describe_status(status, what, sizeof what);
+        int n = snprintf(text, sizeof text, "rank %d (host %s) %s", slot->rank, slot->host,
+                         strncmp(what, "exit", 4) == 0 ? "exited with " : "was ");
+        snprintf(text + n, sizeof text - (size_t)n, "%s", what);
+    }
+    for (long k = checked_in ? g + 1 : g < 0 ? 0 : g; k <= g + 1; k++) {
         snprintf(scope, sizeof scope, "init.%ld", k);
-        if (hvd__kv_store_put(hvd__kv_server_store(job->server), scope, HVD_KV_ABORT_KEY, text,
-                              strlen(text)) != HVD_OK)
+        if (hvd__kv_store_put(store, scope, HVD_KV_ABORT_KEY, text, strlen(text)) != HVD_OK)
             hvd__error_clear(); /* the ranks then meet their timeout, as before */
     }
 }
@@ -81,6 +101,10 @@ static void abort_check_in(job_t *job, const hvd_slot_t *slot, int status) {
 static void on_exit_cb(void *arg, size_t id, int status, int stopped) {
     job_t *job = arg;
     int code = hvd__spawn_exit_code(status);
+    if (code == 0 && !stopped) {
+        job->exited++;
+        abort_check_in(job, hvd__workers_slot(job->workers, id), status);
+    }
     if (code == 0 || stopped)
         return;
     const hvd_slot_t *slot = hvd__workers_slot(job->workers, id);
@@ -98,6 +122,18 @@ static void on_exit_cb(void *arg, size_t id, int status, int stopped) {
     hvd__workers_stop_all(job->workers);
 }
 
+/* Once some ranks have exited, a remaining rank stopped for the timeout is killed and fails
+ * the job (runner/stopped_ranks.h). */
+static void left_behind(job_t *job, const hvd_stopped_ranks_ops_t *ops) {
+    long id = hvd__stopped_ranks_check(&job->left_behind, ops, NULL, job->n, job->exited,
+                                       hvd__clock_now_ms());
+    if (id < 0 || job->first_failed >= 0)
+        return;
+    job->first_failed = id;
+    job->exit_code = 128 + SIGKILL;
+    job->stopping = 1;
+}
+
 hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     if (!cfg->plan || cfg->plan->count == 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "nothing to launch: the slot plan is empty");
@@ -108,6 +144,7 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
                  .err_fd = cfg->err_fd,
                  .server = cfg->server,
                  .latest_init = -1};
+    hvd__stopped_ranks_init(&job.left_behind, cfg->stopped_timeout_s);
     if (job.server)
         hvd__kv_server_watch(job.server, on_store_put, &job);
     hvd_workers_config_t wc = {.command = cfg->command,
@@ -131,6 +168,7 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     if (st != HVD_OK) {
         if (job.server)
             hvd__kv_server_watch(job.server, NULL, NULL);
+        hvd__stopped_ranks_fini(&job.left_behind);
         return st;
     }
 
@@ -182,11 +220,14 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     free(group);
     free(started);
     /* Supervise until every middleman is gone and every pipe drained. */
+    hvd_stopped_ranks_ops_t ops = hvd__stopped_ranks_workers_ops(job.workers);
     while (hvd__workers_busy(job.workers)) {
         int stopping = job.stopping || hvd__workers_interrupted(job.workers) || st != HVD_OK;
         hvd__workers_step(job.workers, stopping || hvd__workers_live(job.workers) == 0
                                            ? BUSY_TICK_MS
                                            : IDLE_TICK_MS);
+        if (!stopping && job.exited) /* a rank left stopped after the others exited */
+            left_behind(&job, &ops);
     }
     if (st != HVD_OK) {
         hvd__error_set(st, "%s", start_error);
@@ -203,5 +244,6 @@ hvd_status_t hvd__launch_run(const hvd_launch_config_t *cfg, int *exit_code_p) {
     if (job.server)
         hvd__kv_server_watch(job.server, NULL, NULL);
     hvd__workers_destroy(job.workers);
+    hvd__stopped_ranks_fini(&job.left_behind);
     return st;
 }

@@ -47,6 +47,9 @@ typedef struct {
      * scopes the ranks wait in (init.<g>/abort, kv_protocol.h), so that ranks still waiting
      * for it fail at once with that cause instead of at their rendezvous timeout. */
     hvd_kv_server_t *server;
+    /* Once some ranks have exited, a remaining rank stopped by a signal for this long is
+     * killed and fails the job (runner/stopped_ranks.h); HOROVOD_GLOO_TIMEOUT_SECONDS. */
+    int stopped_timeout_s;
 } hvd_launch_config_t;
 
 /* Run the job to completion; blocks until every rank's middleman has been reaped and its

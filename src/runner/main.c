@@ -403,6 +403,13 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     return st;
 }
 
+/* The ranks' HOROVOD_GLOO_TIMEOUT_SECONDS: what horovodrun exports to them (a flag or the
+ * config file), else its own environment's (which they inherit). */
+static int job_timeout_s(const hvd_settings_t *s, const hvd_env_list_t *exports) {
+    const char *v = hvd__env_list_get(exports, "HOROVOD_GLOO_TIMEOUT_SECONDS");
+    return v ? atoi(v) : s->gloo_timeout;
+}
+
 /* Elastic mode (runner/elastic_driver.h): the driver starts and replaces workers. */
 static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                    const job_hosts_t *jh, const hvd_env_list_t *exports,
@@ -428,7 +435,6 @@ static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_
                                .cwd = cwd,
                                .out_fd = STDOUT_FILENO,
                                .err_fd = STDERR_FILENO};
-    const char *gloo_timeout = hvd__env_list_get(exports, "HOROVOD_GLOO_TIMEOUT_SECONDS");
     hvd_elastic_config_t ec = {.script = s->discovery_script ? &dc : NULL,
                                .fixed = hosts,
                                .initial_np = s->num_proc,
@@ -439,8 +445,7 @@ static hvd_status_t launch_elastic(const hvd_settings_t *s, const hvd_host_list_
                                .cooldown_lower_s = s->cooldown_min,
                                .cooldown_upper_s = s->cooldown_max,
                                .start_timeout_s = s->start_timeout,
-                               .silence_timeout_s =
-                                   gloo_timeout ? atoi(gloo_timeout) : s->gloo_timeout,
+                               .silence_timeout_s = job_timeout_s(s, exports),
                                .server = server,
                                .workers = &wc,
                                .ifs = ifs,
@@ -574,7 +579,8 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
                                   .cwd = cwd,
                                   .out_fd = STDOUT_FILENO,
                                   .err_fd = STDERR_FILENO,
-                                  .server = server};
+                                  .server = server,
+                                  .stopped_timeout_s = job_timeout_s(s, &exports)};
         fflush(stdout);
         st = hvd__launch_run(&lc, &code);
     }

@@ -29,11 +29,14 @@ extern char **environ;
 /* A middleman asked to stop that is still there this long after its grace is killed. */
 #define BACKSTOP_MS 5000
 #define TICK_MS 100
+/* How often each running rank's state (stopped by a signal or not) is looked at. */
+#define STATE_MS 1000
 
 typedef struct {
     hvd_spawn_t proc;
     int out_open, err_open;
     int stopping, gone, exit_sent, ended;
+    int sent_stopped; /* the state last sent in a STATE frame */
     int64_t stop_ms, gone_ms;
 } rank_t;
 
@@ -44,6 +47,7 @@ typedef struct {
     int grace_ms;
     int in_open;
     int launcher_gone; /* our stdout broke: nothing more can be sent */
+    int64_t state_ms;  /* when the ranks' states were last looked at */
     uint8_t cmd[HVD_EXEC_COMMAND_LEN];
     size_t cmd_len;
     char host[256];
@@ -199,14 +203,33 @@ static void read_commands(sup_t *s) {
         hvd__spawn_kill(&s->ranks[index].proc);
 }
 
+/* STATE for a running rank whose command was stopped by a signal or continued since the last
+ * look. */
+static void send_state(sup_t *s, size_t i) {
+    rank_t *r = &s->ranks[i];
+    int stopped = hvd__spawn_cmd_stopped(&r->proc);
+    if (stopped == r->sent_stopped)
+        return;
+    r->sent_stopped = stopped;
+    uint8_t data[HVD_EXEC_STATE_LEN];
+    hvd__le32_put(data, (uint32_t)stopped);
+    hvd__le32_put(data + 4, (uint32_t)r->proc.cmd_pid);
+    send_frame(s, HVD_EXEC_STATE, (uint32_t)i, data, sizeof data);
+}
+
 /* Deadlines and the end of each rank: EXIT as soon as the status is known, END once its tree
  * is reaped and its pipes drained. */
 static void advance(sup_t *s) {
     int64_t now = hvd__clock_now_ms();
+    int look = now - s->state_ms >= STATE_MS;
+    if (look)
+        s->state_ms = now;
     for (size_t i = 0; i < s->n; i++) {
         rank_t *r = &s->ranks[i];
         if (r->ended)
             continue;
+        if (look && !r->gone && !r->proc.reported)
+            send_state(s, i);
         if (!r->gone && hvd__spawn_reap(&r->proc)) {
             r->gone = 1;
             r->gone_ms = now;

@@ -80,6 +80,8 @@ typedef struct {
     int out_open, err_open, ctl_open; /* registered with epoll */
     int handled;                      /* final status passed to on_exit */
     int stopped;                      /* we asked it to stop: its exit is not a cause */
+    int remote_stopped;               /* remote: its command is stopped by a signal (STATE) */
+    long remote_pid;                  /* remote: its command's pid over there (STATE), or 0 */
     int gone;                         /* middleman reaped or given up on */
     int64_t stop_ms, gone_ms;
 } worker_t;
@@ -482,6 +484,10 @@ static void on_frame(hvd_workers_t *w, session_t *s, const hvd_exec_frame_t *f) 
         break;
     case HVD_EXEC_END:
         end_remote(w, id, 126 << 8); /* the supervisor always sends EXIT first */
+        break;
+    case HVD_EXEC_STATE:
+        r->remote_stopped = hvd__le32_get(f->data) != 0;
+        r->remote_pid = (long)hvd__le32_get(f->data + 4); /* never signalled from here */
         break;
     }
 }
@@ -1221,6 +1227,16 @@ int hvd__workers_interrupted(const hvd_workers_t *w) {
 
 int hvd__workers_running(const hvd_workers_t *w, size_t id) {
     return id < w->n && !w->w[id]->gone;
+}
+
+int hvd__workers_stopped(const hvd_workers_t *w, size_t id, long *pid_p) {
+    const worker_t *r = id < w->n ? w->w[id] : NULL;
+    if (!r || r->gone) {
+        *pid_p = 0;
+        return 0;
+    }
+    *pid_p = r->s ? r->remote_pid : (long)r->proc.cmd_pid;
+    return r->s ? r->remote_stopped : hvd__spawn_cmd_stopped(&r->proc);
 }
 
 const hvd_slot_t *hvd__workers_slot(const hvd_workers_t *w, size_t id) {

@@ -109,6 +109,10 @@ int hvd__workers_busy(const hvd_workers_t *w);
 int hvd__workers_interrupted(const hvd_workers_t *w);
 /* Whether a worker's process (its middleman) is still there. */
 int hvd__workers_running(const hvd_workers_t *w, size_t id);
+/* 1 when worker id's command is stopped by a signal (state T: SIGSTOP, SIGTSTP), as seen now
+ * (local) or as its host's supervisor last reported (remote, once a second); 0 otherwise.
+ * *pid_p: the command's pid, 0 if unknown. */
+int hvd__workers_stopped(const hvd_workers_t *w, size_t id, long *pid_p);
 /* The slot a worker was started for. */
 const hvd_slot_t *hvd__workers_slot(const hvd_workers_t *w, size_t id);
 /* Write "<who> was the first to fail: <status>" and the worker's last stderr lines to the

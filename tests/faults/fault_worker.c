@@ -18,6 +18,10 @@
  * --op allgather: the small and large phases run allgathers (of that size per rank) instead.
  * --init-delay S: the last rank sleeps S seconds before hvd_init (the others wait for it in
  * their check-in).
+ * --linger S (phase shutdown, --signal none, --victim R): rank R goes on running for S seconds
+ * after its hvd_shutdown (a long checkpoint write) while the others exit; it writes
+ * DIR/victim when it starts to.
+ * --signal exit0 in phase init: the victim returns 0 instead of calling hvd_init.
  *
  * Every rank writes DIR/pid.R at start, DIR/loop.R once it is in the loop and, with --signal
  * none, its iteration count to DIR/progress.R every 64 iterations; the victim
@@ -47,9 +51,9 @@ static const char *const PHASES[] = {"init", "small", "large", "negotiate", "shu
 static struct {
     const char *dir;
     int phase, victim, after, timeout, sig; /* sig: SIGKILL, SIGSTOP, 0 (exit0) or -1 (none) */
-    double seconds, init_delay;
+    double seconds, init_delay, linger;
     int allgather; /* --op allgather: the loop phases run allgathers */
-} opt = {NULL, PH_SMALL, -1, 3, 0, SIGKILL, 4, 0, 0};
+} opt = {NULL, PH_SMALL, -1, 3, 0, SIGKILL, 4, 0, 0, 0};
 
 static int g_rank = -1;
 
@@ -209,6 +213,10 @@ static int run(void) {
                 usleep(10 * 1000);
         }
         usleep(300 * 1000);
+        if (opt.sig == 0) { /* returns instead of calling hvd_init */
+            strike_victim_file();
+            exit(0);
+        }
         strike(0);
         /* a stopped victim goes on here after SIGCONT: its peers have given up */
         hvd_status_t s = init();
@@ -295,6 +303,10 @@ static int run(void) {
         call_ns = real_ns();
         s = hvd_shutdown();
         report(s, call_ns, real_ns(), it, 0);
+        if (g_rank == opt.victim && opt.linger > 0) { /* still running after the others end */
+            strike_victim_file();
+            usleep((useconds_t)(opt.linger * 1e6));
+        }
         return s == HVD_OK ? 0 : 3;
     }
     if (is_victim()) { /* a stopped victim goes on here after SIGCONT */
@@ -313,7 +325,7 @@ static int run(void) {
 static void usage(void) {
     fprintf(stderr, "usage: fault_worker --dir DIR --phase init|small|large|negotiate|shutdown\n"
                     "  [--victim R] [--signal kill|stop|exit0|none] [--after K] [--seconds S]\n"
-                    "  [--timeout S] [--init-delay S] [--op allreduce|allgather]\n");
+                    "  [--timeout S] [--init-delay S] [--linger S] [--op allreduce|allgather]\n");
     exit(2);
 }
 
@@ -351,6 +363,8 @@ int main(int argc, char **argv) {
             opt.timeout = atoi(v);
         else if (!strcmp(a, "--init-delay"))
             opt.init_delay = atof(v);
+        else if (!strcmp(a, "--linger"))
+            opt.linger = atof(v);
         else if (!strcmp(a, "--op") && (!strcmp(v, "allreduce") || !strcmp(v, "allgather")))
             opt.allgather = !strcmp(v, "allgather");
         else

@@ -14,6 +14,10 @@ foreach(role rank rank0)
   endforeach()
   list(APPEND HVD_FAULT_ROWS "${role} small exit0" "${role} negotiate exit0")
 endforeach()
+# a rank that returns instead of calling hvd_init; a rank left stopped inside hvd_shutdown, and
+# one running on, after the others exited (tests/faults/test_matrix.sh, left_behind_row)
+list(APPEND HVD_FAULT_ROWS "rank init exit0" "rank0 init exit0" "rank shutdown left_stopped"
+     "rank shutdown linger")
 foreach(phase init small)
   foreach(fault kill stop)
     list(APPEND HVD_FAULT_ROWS "horovodrun ${phase} ${fault}")

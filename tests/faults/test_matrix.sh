@@ -8,12 +8,15 @@
 #   PHASE  init (the others wait in their check-in), small / large (8-byte / 16 MiB allreduces),
 #          negotiate (64 named tensors at a time), shutdown (every rank is in hvd_shutdown)
 #   FAULT  kill (SIGKILL), stop (SIGSTOP, SIGCONT once the others have reported), exit0 (the
-#          rank returns 0 early without hvd_shutdown)
+#          rank returns 0 early without hvd_shutdown; in phase init, instead of hvd_init);
+#          in phase shutdown also left_stopped (SIGSTOP, never continued) and linger (the rank
+#          runs on T + 3 s after the others exited), see left_behind_row
 #
 # What must happen:
 #   a rank killed, or exited early: every other rank fails with HVD_ERR_PEER_LOST within 2 s,
 #     with a message naming the rank (and, for exit0, that it exited without hvd_shutdown);
 #     its next collective fails the same way at once, and hvd_shutdown returns;
+#   a rank exited 0 instead of calling hvd_init: every other rank fails within 1 s, naming it;
 #   a rank stopped: every other rank fails with HVD_ERR_TIMEOUT between the timeout - 1 s and
 #     the timeout + 1 s, naming the rank;
 #   in hvd_shutdown: the others' hvd_shutdown returns HVD_OK within 2 s (kill) or the
@@ -120,6 +123,7 @@ $ERR"
     want=HVD_ERR_TIMEOUT min=$(((T - 1) * 1000)) max=$(((T + 1) * 1000))
   else
     want=HVD_ERR_PEER_LOST min=0 max=2000
+    [[ $fault == exit0 && $phase == init ]] && max=1000 # horovodrun saw it go: at once
   fi
   local named=0
   for ((r = 0; r < np; r++)); do
@@ -141,7 +145,9 @@ $ERR"
       else
         fail "rank $r: the message does not name rank $victim: $msg"
       fi
-      if [[ $fault == exit0 ]]; then
+      if [[ $fault == exit0 && $phase == init ]]; then
+        [[ $msg == *"rank $victim (host "*") exited with status 0 before hvd_init"* ]] || fail "rank $r: the message does not say rank $victim exited before hvd_init: $msg"
+      elif [[ $fault == exit0 ]]; then
         [[ $msg == *"exited without calling hvd_shutdown"* ]] || fail "rank $r: the message does not say rank $victim exited without hvd_shutdown: $msg"
       fi
     fi
@@ -161,6 +167,51 @@ $ERR"
 $ERR"
   fi
   [[ $RC -ne 0 || $phase == shutdown ]] || fail "horovodrun exited 0 after rank $victim's $fault"
+  nothing_left
+}
+
+# ---- a rank left behind after the others exited --------------------------------------------
+# left_stopped: the victim is stopped inside its hvd_shutdown and never continued; the others
+# finish. horovodrun names it at once and kills it T s later, failing the job naming it.
+# linger: the victim goes on running (sleeping) T + 3 s after its hvd_shutdown while the others
+# exit; it is never killed and the job ends 0.
+left_behind_row() {
+  victim=$1
+  local t0=$SECONDS r
+  if [[ $fault == left_stopped ]]; then
+    start_job --phase shutdown --victim "$victim" --signal stop
+  else
+    start_job --phase shutdown --victim "$victim" --signal none --linger $((T + 3))
+  fi
+  finish_job $((T + 30))
+  local took=$((SECONDS - t0))
+  for ((r = 0; r < np; r++)); do
+    ((r == victim)) && continue
+    [[ $(field "$dir/rank.$r" status) == HVD_OK ]] || fail "rank $r: $(cat "$dir/rank.$r" 2>&1)"
+  done
+  if [[ $fault == left_stopped ]]; then
+    local vpid
+    vpid=$(victim_field pid)
+    [[ $ERR == *"rank $victim (host "*", pid $vpid) is stopped; every other rank has exited"* ]] ||
+      fail "horovodrun did not name the stopped rank $victim (pid $vpid):
+$ERR"
+    [[ $ERR == *"rank $victim (host "*", pid $vpid) stayed stopped for $T s after every other rank had exited: killing it"* ]] ||
+      fail "horovodrun did not say it killed rank $victim:
+$ERR"
+    [[ $ERR == *"rank $victim (host "*") was the first to fail: killed by signal 9"* ]] ||
+      fail "horovodrun does not name rank $victim as the cause:
+$ERR"
+    ((RC == 137)) || fail "horovodrun exited $RC, expected 137 (the stopped rank killed)"
+    echo "row $role/$phase/$fault: horovodrun ended after $took s (timeout $T s), exit $RC"
+  else
+    ((RC == 0)) || fail "the job failed (exit $RC) while a rank ran on after the others:
+$ERR"
+    [[ $ERR != *"killing it"* && $ERR != *"is stopped"* ]] || fail "horovodrun took the running rank $victim for a stopped one:
+$ERR"
+    [[ $(field "$dir/rank.$victim" status) == HVD_OK ]] || fail "rank $victim: $(cat "$dir/rank.$victim")"
+    ((took >= T + 3)) || fail "horovodrun ended after $took s, before the running rank did (T + 3 s)"
+    echo "row $role/$phase/$fault: the running rank was left alone; horovodrun ended after $took s, exit 0"
+  fi
   nothing_left
 }
 
@@ -212,7 +263,7 @@ $ERR"
 }
 
 case $role in
-rank) rank_row $((np - 2)) ;;
+rank) if [[ $fault == left_stopped || $fault == linger ]]; then left_behind_row $((np - 2)); else rank_row $((np - 2)); fi ;;
 rank0) rank_row 0 ;;
 horovodrun) launcher_row ;;
 *) fail "unknown role $role" ;;

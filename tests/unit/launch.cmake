@@ -10,3 +10,5 @@ target_compile_definitions(remote_exec PRIVATE HVD_HOROVODRUN="$<TARGET_FILE:hor
 add_dependencies(remote_exec horovodrun)
 # What crosses that host's ssh session: the ranks' spec, commands, frames.
 hvd_unit_test(exec_wire tests/unit/test_exec_wire.c)
+# Ranks left behind, stopped, after the others exited: the policy on a fake clock.
+hvd_unit_test(stopped_ranks tests/unit/test_stopped_ranks.c)

@@ -167,6 +167,10 @@ static void test_frames_any_cut(void **state) {
     put_frame(stream, &n, HVD_EXEC_ERR, 0, "oops", 4);
     put_frame(stream, &n, HVD_EXEC_EXIT, 1, status, 4);
     put_frame(stream, &n, HVD_EXEC_END, 1, "", 0);
+    uint8_t st[HVD_EXEC_STATE_LEN];
+    hvd__le32_put(st, 1);
+    hvd__le32_put(st + 4, 4242);
+    put_frame(stream, &n, HVD_EXEC_STATE, 0, st, sizeof st);
     for (size_t step = 1; step <= n; step++) {
         hvd_exec_reader_t r;
         hvd__exec_reader_init(&r, 2);
@@ -178,18 +182,20 @@ static void test_frames_any_cut(void **state) {
             int got;
             while ((got = hvd__exec_reader_next(&r, &f)) == 1) {
                 static const uint8_t types[] = {HVD_EXEC_READY, HVD_EXEC_OUT, HVD_EXEC_ERR,
-                                                HVD_EXEC_EXIT, HVD_EXEC_END};
-                assert_true(seen < 5);
+                                                HVD_EXEC_EXIT,  HVD_EXEC_END, HVD_EXEC_STATE};
+                assert_true(seen < 6);
                 assert_int_equal(f.type, types[seen]);
                 if (f.type == HVD_EXEC_OUT)
                     assert_memory_equal(f.data, "hello\n", 6);
                 if (f.type == HVD_EXEC_EXIT)
                     assert_int_equal(hvd__le32_get(f.data), 7 << 8);
+                if (f.type == HVD_EXEC_STATE)
+                    assert_int_equal(hvd__le32_get(f.data + 4), 4242);
                 seen++;
             }
             assert_int_equal(got, 0);
         }
-        assert_int_equal(seen, 5);
+        assert_int_equal(seen, 6);
         hvd__exec_reader_fini(&r);
     }
 }
@@ -202,7 +208,8 @@ static void test_frames_malformed(void **state) {
         int reserved;
     } bad[] = {
         {0, 0, 0, 0},                                 /* unknown type */
-        {HVD_EXEC_END + 1, 0, 0, 0},                  /* unknown type */
+        {HVD_EXEC_STATE + 1, 0, 0, 0},                /* unknown type */
+        {HVD_EXEC_STATE, 0, 7, 0},                    /* a state is 8 bytes */
         {HVD_EXEC_OUT, 0, 1, 1},                      /* reserved bytes */
         {HVD_EXEC_OUT, 2, 1, 0},                      /* index out of range */
         {HVD_EXEC_READY, 1, 0, 0},                    /* READY names no rank */

@@ -136,6 +136,8 @@ typedef struct {
     char out[MAX_RANKS][4096], err[MAX_RANKS][4096];
     size_t out_len[MAX_RANKS], err_len[MAX_RANKS];
     int status[MAX_RANKS], exited[MAX_RANKS], ended[MAX_RANKS];
+    int stopped[MAX_RANKS], states[MAX_RANKS]; /* the last STATE, and how many came */
+    long state_pid[MAX_RANKS];
     char own_err[4096];
     size_t own_err_len;
     hvd_exec_reader_t rx;
@@ -200,7 +202,13 @@ static void take_frames(seen_t *v, const uint8_t *data, size_t n) {
             assert_false(v->exited[i]);
             v->exited[i] = 1;
             v->status[i] = (int)hvd__le32_get(f.data);
+        } else if (f.type == HVD_EXEC_STATE) {
+            assert_false(v->exited[i]);
+            v->stopped[i] = (int)hvd__le32_get(f.data);
+            v->state_pid[i] = (long)hvd__le32_get(f.data + 4);
+            v->states[i]++;
         } else {
+            assert_int_equal(f.type, HVD_EXEC_END);
             assert_true(v->exited[i]); /* the status always comes first */
             v->ended[i] = 1;
         }
@@ -450,6 +458,50 @@ static void test_supervisor_commands_one_rank(void **state) {
     free(v);
 }
 
+/* A rank whose command is stopped by a signal is reported (STATE, with its pid), and so is
+ * its SIGCONT; its neighbour, running, is never reported stopped. */
+static void test_supervisor_reports_stopped_rank(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hvd-exec-pids.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char script[256];
+    snprintf(
+        script, sizeof script,
+        "echo $$ > %s/pid.$HOROVOD_RANK; echo started; "
+        "if [ $HOROVOD_RANK = 1 ]; then kill -STOP $$; sleep 2; else sleep 5; fi; echo resumed",
+        dir);
+    char *argv[] = {"sh", "-c", script, NULL};
+    char *r0[] = {"HOROVOD_RANK=0", NULL}, *r1[] = {"HOROVOD_RANK=1", NULL};
+    char **ranks[] = {r0, r1};
+    size_t len;
+    uint8_t *spec = make_spec("/", NULL, argv, 2, ranks, &len);
+    sup_t s;
+    start_supervisor(spec, len, &s);
+    free(spec);
+    seen_t *v = new_seen(2);
+    wait_started(&s, v, 2);
+    int pid1 = read_pid(dir, 1), pid0 = read_pid(dir, 0);
+    int64_t deadline = hvd__clock_now_ms() + DEADLINE_MS;
+    while (!v->stopped[1]) { /* looked at once a second */
+        assert_true(hvd__clock_now_ms() < deadline);
+        assert_true(pump(&s, v, 100));
+    }
+    assert_int_equal(v->state_pid[1], pid1);
+    assert_int_equal(kill(pid1, SIGCONT), 0);
+    while (v->stopped[1]) {
+        assert_true(hvd__clock_now_ms() < deadline);
+        assert_true(pump(&s, v, 100));
+    }
+    assert_int_equal(v->states[1], 2);
+    assert_int_equal(finish_supervisor(&s, v), 0);
+    assert_int_equal(v->states[0], 0); /* sleeping is not stopped */
+    assert_true(v->exited[1] && WIFEXITED(v->status[1]) && WEXITSTATUS(v->status[1]) == 0);
+    assert_non_null(strstr(v->out[1], "resumed"));
+    (void)pid0;
+    rmdir(dir);
+    free(v);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -460,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_supervisor_bad_spec),
         cmocka_unit_test(test_supervisor_input_end_stops_trees),
         cmocka_unit_test(test_supervisor_commands_one_rank),
+        cmocka_unit_test(test_supervisor_reports_stopped_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,4 +34,11 @@ class HorovodVersionMismatchError(ImportError):
         self.installed_version = installed_version
 
 
-_hvd.set_exceptions(HorovodInternalError, HostsUpdatedInterrupt)
+class HorovodInitPeerLostError(HorovodInternalError, ValueError):
+    """hvd.init() failed because a rank was lost before it checked in (it died, or exited
+    instead of calling hvd.init()): a ValueError like every failed init, and a
+    HorovodInternalError like every lost peer. The message names the rank, its host and how
+    it ended."""
+
+
+_hvd.set_exceptions(HorovodInternalError, HostsUpdatedInterrupt, HorovodInitPeerLostError)
