@@ -10,10 +10,12 @@
 #include "rendezvous/elastic_msg.h"
 #include "rendezvous/kv_store.h"
 #include "runner/host_manager.h"
+#include "runner/stopped_ranks.h"
 #include "runner/store_scopes.h"
 #include "runner/worker_registry.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -91,11 +93,13 @@ typedef struct {
     long *reg_slot;             /* registry index -> slots index */
     hvd_host_list_t plan_hosts; /* the current round's hosts (the plan borrows names) */
     hvd_slot_plan_t plan;
-    bool announced;          /* elastic_ev.r<round>/hosts was written */
-    bool aborted;            /* the abort keys of this round were written */
-    int64_t aborted_ms;      /* when */
-    int64_t waiting_said_ms; /* last "waiting for ..." message */
-    int64_t success_ms;      /* first SUCCESS of the round, 0 if none */
+    bool announced;                  /* elastic_ev.r<round>/hosts was written */
+    bool aborted;                    /* the abort keys of this round were written */
+    int64_t aborted_ms;              /* when */
+    int64_t waiting_said_ms;         /* last "waiting for ..." message */
+    int64_t success_ms;              /* first SUCCESS of the round, 0 if none */
+    hvd_stopped_ranks_t left_behind; /* after a SUCCESS: workers stopped (stopped_ranks.h) */
+    size_t *live_ids;                /* scratch: the round's remaining workers */
     int64_t wait_start_ms;
     long first_failure; /* slots index of the job's first failure, -1 */
     int first_failure_worker;
@@ -485,6 +489,17 @@ static void kill_host(driver_t *d, const char *host, const slot_t *except) {
     }
 }
 
+/* Whether slot s's worker checked in at the current round's rendezvous (a round of one worker
+ * has none: every worker of it counts as checked in). */
+static bool checked_in(driver_t *d, const slot_t *s) {
+    if (d->reg.count < 2)
+        return true;
+    char scope[HVD_ELASTIC_NAME_MAX], key[32];
+    hvd__elastic_msg_scope(HVD_ELASTIC_SCOPE_INIT, d->round, scope);
+    snprintf(key, sizeof key, "rank_%d", s->rank);
+    return s->rank >= 0 && hvd__kv_store_has(d->store, scope, key);
+}
+
 static void on_worker_exit(void *arg, size_t id, int status, int stopped) {
     driver_t *d = arg;
     slot_t *s = slot_of_worker(d, id);
@@ -501,12 +516,24 @@ static void on_worker_exit(void *arg, size_t id, int status, int stopped) {
     }
     if (is_blacklisted(d, s->host))
         return; /* its host already failed; this exit is a consequence */
+    if (code == 0 && !checked_in(d, s) && d->reg.slots[i].state == HVD_WORKER_PENDING) {
+        /* it left before joining this round: the others would wait for it until their
+         * timeout; fail its slot like any worker's failure, so that the round ends now */
+        char cause[160];
+        snprintf(cause, sizeof cause,
+                 "exited with status 0 before joining round %d (before hvd_init)", d->round);
+        if (d->first_failure < 0)
+            d->first_failure_worker = (int)id;
+        fail_slot(d, s, cause);
+        return;
+    }
     if (code == 0) {
         if (hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_SUCCESS) && !d->success_ms)
             d->success_ms = hvd__clock_now_ms();
         return;
     }
-    d->first_failure_worker = (int)id;
+    if (d->first_failure < 0) /* the worker whose end is reported with the first failure */
+        d->first_failure_worker = (int)id;
     char cause[160], what[96];
     hvd__spawn_describe_status(status, what, sizeof what);
     snprintf(cause, sizeof cause, "failed: %s", what);
@@ -544,6 +571,8 @@ static void read_ready(driver_t *d) {
 
 /* Workers that stopped sending heartbeats (stopped, hung, or their host cut off). */
 static void check_silence(driver_t *d) {
+    if (d->success_ms)
+        return; /* a worker completed the job: check_left_behind's rule, not this one */
     int64_t now = hvd__clock_now_ms();
     for (size_t k = 0; k < d->nslots; k++) {
         slot_t *s = d->slots[k];
@@ -576,24 +605,36 @@ static void check_silence(driver_t *d) {
             d->failure_code = 1;
         fail_slot(d, s, cause);
     }
-    /* Once one worker completed the job, the others should follow soon. */
-    if (d->success_ms && now - d->success_ms >= (int64_t)d->cfg->silence_timeout_s * 1000) {
-        for (size_t k = 0; k < d->nslots; k++) {
-            slot_t *s = d->slots[k];
-            long i = s->reg;
-            if (i < 0 || d->reg.slots[i].state != HVD_WORKER_PENDING)
-                continue;
-            char who[400];
-            describe_slot(s, who, sizeof who);
-            SAY(d,
-                "horovodrun: elastic: %s has not finished %d s after another worker completed "
-                "the job; stopping it.\n",
-                who, d->cfg->silence_timeout_s);
-            hvd__registry_record(&d->reg, (size_t)i, HVD_WORKER_FAILURE);
-            if (s->worker >= 0)
-                hvd__workers_stop(d->workers, (size_t)s->worker);
-        }
+}
+
+/* Once a worker completed the job, the others should follow. One that is stopped (it can make
+ * no progress) is named, and killed after the silence timeout, failing the job; one that runs
+ * (a long checkpoint) is left alone, and said to be waited for every 30 s (stopped_ranks.h).
+ * The heartbeat rule no longer applies then: a worker past hvd_shutdown sends none. */
+static void check_left_behind(driver_t *d) {
+    if (!d->success_ms)
+        return;
+    size_t n = 0;
+    for (size_t k = 0; k < d->nslots && n < HVD_ELASTIC_MAX_WORKERS; k++) {
+        slot_t *s = d->slots[k];
+        if (s->reg >= 0 && s->worker >= 0 && d->reg.slots[s->reg].state == HVD_WORKER_PENDING)
+            d->live_ids[n++] = (size_t)s->worker;
     }
+    hvd_stopped_ranks_ops_t ops = hvd__stopped_ranks_workers_ops(d->workers);
+    long id = hvd__stopped_ranks_check(&d->left_behind, &ops, d->live_ids, n,
+                                       hvd__registry_count(&d->reg, HVD_WORKER_SUCCESS),
+                                       d->reg.count, hvd__clock_now_ms());
+    slot_t *s = id >= 0 ? slot_of_worker(d, (size_t)id) : NULL;
+    if (!s || s->reg < 0 || !hvd__registry_record(&d->reg, (size_t)s->reg, HVD_WORKER_FAILURE))
+        return;
+    if (d->first_failure < 0) {
+        for (size_t k = 0; k < d->nslots; k++)
+            if (d->slots[k] == s)
+                d->first_failure = (long)k;
+        d->first_failure_worker = (int)id;
+    }
+    if (!d->failure_code)
+        d->failure_code = 128 + SIGKILL;
 }
 
 /* After a failure, live workers that have not left the round yet: alive (they send heartbeats)
@@ -802,6 +843,8 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
     d->round = round;
     d->announced = d->aborted = false;
     d->success_ms = 0;
+    hvd__stopped_ranks_fini(&d->left_behind);
+    hvd__stopped_ranks_init(&d->left_behind, d->cfg->silence_timeout_s);
     d->phase = PHASE_RUNNING;
     free(names);
     free(lrs);
@@ -870,12 +913,19 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
 static hvd_status_t end_round(driver_t *d) {
     hvd_round_outcome_t o = hvd__registry_outcome(&d->reg, is_blacklisted, d);
     switch (o) {
-    case HVD_ROUND_STOP_SUCCESS:
+    case HVD_ROUND_STOP_SUCCESS: {
         if (d->verbose)
             SAY(d, "horovodrun: elastic: round %d completed the job.\n", d->round);
         /* complete only if every worker of the last round got there */
-        end_job(d, NULL, hvd__registry_count(&d->reg, HVD_WORKER_SUCCESS) == d->reg.count ? 0 : 1);
+        size_t done = hvd__registry_count(&d->reg, HVD_WORKER_SUCCESS);
+        if (done < d->reg.count && d->first_failure < 0)
+            SAY(d,
+                "horovodrun: elastic: %zu of the %zu workers of round %d completed the job "
+                "(exited with status 0) while the others had not; the job failed.\n",
+                done, d->reg.count, d->round);
+        end_job(d, NULL, done == d->reg.count ? 0 : failure_code(d));
         return HVD_OK;
+    }
     case HVD_ROUND_STOP_ALL_FAILED:
         end_job(d, "elastic: every worker failed; stopping the job.", failure_code(d));
         return HVD_OK;
@@ -952,6 +1002,7 @@ static hvd_status_t drive(driver_t *d) {
         } else {
             read_ready(d);
             check_silence(d);
+            check_left_behind(d);
             check_stragglers(d);
             check_hosts(d);
             if (hvd__registry_complete(&d->reg))
@@ -997,6 +1048,12 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
             r->ok = 1;
     }
     hvd__registry_init(&d->reg);
+    hvd__stopped_ranks_init(&d->left_behind, cfg->silence_timeout_s);
+    d->live_ids = malloc(HVD_ELASTIC_MAX_WORKERS * sizeof *d->live_ids);
+    if (!d->live_ids) {
+        free(d);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the elastic driver");
+    }
     pthread_mutex_init(&d->beat_lock, NULL);
     pthread_mutex_init(&d->hm_lock, NULL);
     pthread_condattr_t ca;
@@ -1052,6 +1109,8 @@ hvd_status_t hvd__elastic_run(const hvd_elastic_config_t *cfg, int *exit_code_p)
     hvd__host_discovery_destroy(d->script);
     hvd__host_manager_destroy(d->hm);
     hvd__registry_fini(&d->reg);
+    hvd__stopped_ranks_fini(&d->left_behind);
+    free(d->live_ids);
     hvd__slot_plan_fini(&d->plan);
     hvd__hosts_fini(&d->plan_hosts);
     for (size_t k = 0; k < d->nslots; k++) {

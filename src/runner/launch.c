@@ -125,7 +125,7 @@ static void on_exit_cb(void *arg, size_t id, int status, int stopped) {
 /* Once some ranks have exited, a remaining rank stopped for the timeout is killed and fails
  * the job (runner/stopped_ranks.h). */
 static void left_behind(job_t *job, const hvd_stopped_ranks_ops_t *ops) {
-    long id = hvd__stopped_ranks_check(&job->left_behind, ops, NULL, job->n, job->exited,
+    long id = hvd__stopped_ranks_check(&job->left_behind, ops, NULL, job->n, job->exited, job->n,
                                        hvd__clock_now_ms());
     if (id < 0 || job->first_failed >= 0)
         return;

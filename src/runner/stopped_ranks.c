@@ -59,7 +59,8 @@ static void say(const hvd_stopped_ranks_ops_t *ops, const char *fmt, ...) {
 }
 
 long hvd__stopped_ranks_check(hvd_stopped_ranks_t *s, const hvd_stopped_ranks_ops_t *ops,
-                              const size_t *ids, size_t n, size_t exited, int64_t now_ms) {
+                              const size_t *ids, size_t n, size_t exited, size_t total,
+                              int64_t now_ms) {
     if (exited == 0)
         return -1;
     if (!s->watching) {
@@ -75,7 +76,7 @@ long hvd__stopped_ranks_check(hvd_stopped_ranks_t *s, const hvd_stopped_ranks_op
     if (remaining == 0)
         return -1;
     char exits[64];
-    describe_exits(remaining, exited, n, exits, sizeof exits);
+    describe_exits(remaining, exited, total, exits, sizeof exits);
     long killed = -1;
     char named[NAMED_MAX * 48] = "";
     size_t nnamed = 0, used = 0;
@@ -112,8 +113,8 @@ long hvd__stopped_ranks_check(hvd_stopped_ranks_t *s, const hvd_stopped_ranks_op
                 "rank %d (host %s, pid %ld) stayed stopped for %lld s after %s: killing it "
                 "(HOROVOD_GLOO_TIMEOUT_SECONDS)",
                 slot->rank, slot->host, pid, (long long)(s->timeout_ms / 1000),
-                remaining == 1 && exited + 1 == n ? "every other rank had exited"
-                                                  : "the other ranks had exited");
+                remaining == 1 && exited + 1 == total ? "every other rank had exited"
+                                                      : "the other ranks had exited");
             ops->kill(ops->arg, id);
             *since = 0;
             killed = (long)id;

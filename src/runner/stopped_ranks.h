@@ -47,13 +47,15 @@ typedef struct {
 void hvd__stopped_ranks_init(hvd_stopped_ranks_t *s, int timeout_s);
 void hvd__stopped_ranks_fini(hvd_stopped_ranks_t *s);
 
-/* Look at the job's ranks: workers ids[0..n) (NULL: ids 0..n-1), of which exited have exited
- * (nothing happens while that is 0). Call after every step of the event loop (it is cheap:
- * one /proc read per remaining local rank). Returns the id of a worker it killed for staying
- * stopped for the timeout, or -1; the caller then fails the job naming that rank. HVD_ERR_
- * NO_MEMORY is not reported: the rank is then simply not watched. */
+/* Look at the job's remaining ranks: workers ids[0..n) (NULL: ids 0..n-1; those no longer
+ * running are skipped) of a job of total ranks, of which exited have exited (nothing happens
+ * while that is 0). Call after every step of the event loop (it is cheap: one /proc read per
+ * remaining local rank, four times a second at most). Returns the id of a worker it killed
+ * for staying stopped for the timeout, or -1; the caller then fails the job naming that rank.
+ * Out of memory, a rank is simply not watched. */
 long hvd__stopped_ranks_check(hvd_stopped_ranks_t *s, const hvd_stopped_ranks_ops_t *ops,
-                              const size_t *ids, size_t n, size_t exited, int64_t now_ms);
+                              const size_t *ids, size_t n, size_t exited, size_t total,
+                              int64_t now_ms);
 
 /* Ops over a worker pool (messages go to the pool's err_fd with a "horovodrun: " prefix). */
 hvd_stopped_ranks_ops_t hvd__stopped_ranks_workers_ops(hvd_workers_t *w);

@@ -15,20 +15,21 @@ BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 HOROVODRUN = os.path.join(BUILD, "horovodrun")
 WORKER = os.path.join(SOURCE, "tests/python/jobs/elastic_worker.py")
+LEFT_BEHIND = os.path.join(SOURCE, "tests/python/jobs/elastic_left_behind.py")
 EXAMPLE = os.path.join(SOURCE, "examples/pytorch/pytorch_elastic_fashion_mnist.py")
 
 
 class Job:
     """horovodrun in the background with a discovery script over an editable hosts file."""
 
-    def __init__(self, tmp_path, hosts, args):
+    def __init__(self, tmp_path, hosts, args, timeout=20, **env):
         self.tmp = tmp_path
         self.set_hosts(hosts)
         discover = tmp_path / "discover.sh"
         discover.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts'}\n")
         discover.chmod(0o755)
         env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"),
-                   HOROVOD_GLOO_TIMEOUT_SECONDS="20")
+                   HOROVOD_GLOO_TIMEOUT_SECONDS=str(timeout), **env)
         self.out = open(tmp_path / "out", "w+")
         self.err = open(tmp_path / "err", "w+")
         # (--start-timeout: a Python worker imports torch before hvd_init, which under
@@ -145,3 +146,46 @@ def test_elastic_example_survives_a_worker_killed_mid_epoch(tmp_path):
     assert "epoch 2/2" in out and "1 workers" in out, out
     acc = [l for l in out.splitlines() if "test accuracy" in l]
     assert acc and float(acc[-1].split("test accuracy")[1].split("%")[0]) > 60.0, out
+
+
+# A worker that leaves before joining a round, or stays behind after the others completed
+# (tests/python/jobs/elastic_left_behind.py); the timeout T is 20 s, far above what each may
+# take.
+def left_behind_job(tmp_path, mode, **env):
+    return Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"],
+               ["-np", "3", "--min-np", "2", sys.executable, LEFT_BEHIND, str(tmp_path), mode],
+               **env)
+
+
+def test_worker_leaving_before_init_ends_the_round_at_once(tmp_path):
+    job = left_behind_job(tmp_path, "leave")
+    rc = job.finish()
+    out = job.output()
+    assert rc == 0, out
+    assert "rank 0 (host 127.0.0.1, local rank 0) exited with status 0 before joining round 0" \
+        in out, out
+    assert out.count("<stdout>:done rank") == 2 and "size 2" in out, out
+    # the others re-formed without it at once, not after their 20 s rendezvous timeout
+    assert "rendezvous timed out" not in out, out
+
+
+def test_worker_stopped_after_the_others_completed_is_killed(tmp_path):
+    job = left_behind_job(tmp_path, "stop", timeout=3)
+    rc = job.finish()
+    out = job.output()
+    pid = (tmp_path / "stopped").read_text()
+    assert rc == 137, out
+    assert f"(host 127.0.0.1, pid {pid}) is stopped" in out, out
+    assert f"(host 127.0.0.1, pid {pid}) stayed stopped for 3 s" in out, out
+    assert "(host 127.0.0.1, local rank 0) was the first to fail: killed by signal 9" in out, out
+
+
+def test_worker_running_after_the_others_completed_is_left_alone(tmp_path):
+    job = left_behind_job(tmp_path, "linger", timeout=2, LINGER="5")
+    t0 = time.monotonic()
+    rc = job.finish()
+    out = job.output()
+    assert rc == 0, out
+    assert time.monotonic() - t0 > 5, out
+    assert "killing it" not in out and "stopping it" not in out, out
+    assert out.count("<stdout>:done rank") == 3, out

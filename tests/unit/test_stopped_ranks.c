@@ -70,21 +70,21 @@ static void test_stopped_rank_is_killed_after_the_timeout(void **state) {
     hvd__stopped_ranks_init(&s, 2);
     fake.stopped[1] = 1;
     /* nobody has exited: a stopped rank is a user's business */
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 0, 1000), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 0, N, 1000), -1);
     assert_int_equal(fake.nsaid, 0);
     fake.running[0] = fake.running[2] = fake.running[3] = 0;
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, 2000), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, 2000), -1);
     assert_int_equal(fake.nsaid, 1);
     expect_said(0, "rank 1 (host h1, pid 1001) is stopped; every other rank has exited: it is "
                    "killed in 2 s unless it continues");
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, 3700), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, 3700), -1);
     assert_int_equal(fake.killed[1], 0);
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, 4000), 1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, 4000), 1);
     assert_int_equal(fake.killed[1], 1);
     expect_said(1, "rank 1 (host h1, pid 1001) stayed stopped for 2 s after every other rank had "
                    "exited: killing it");
     /* nothing is left: nothing more is said or done */
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, 60000), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, 60000), -1);
     assert_int_equal(fake.nsaid, 2);
     hvd__stopped_ranks_fini(&s);
 }
@@ -95,16 +95,16 @@ static void test_continued_rank_is_not_killed(void **state) {
     hvd__stopped_ranks_init(&s, 2);
     fake.running[0] = fake.running[1] = 0;
     fake.stopped[3] = 1;
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, 1000), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, N, 1000), -1);
     expect_said(0, "rank 3 (host h2, pid 1003) is stopped; 2 of 4 ranks have exited");
     fake.stopped[3] = 0; /* SIGCONT */
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, 2500), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, N, 2500), -1);
     expect_said(1, "rank 3 (host h2, pid 1003) continued");
     fake.stopped[3] = 1; /* stopped again: a new timeout from now */
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, 2750), -1);
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, 4500), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, N, 2750), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, N, 4500), -1);
     assert_int_equal(fake.killed[3], 0);
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, 4750), 3);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 2, N, 4750), 3);
     assert_int_equal(fake.killed[3], 1);
     assert_int_equal(fake.killed[2], 0); /* rank 2 runs */
     hvd__stopped_ranks_fini(&s);
@@ -116,9 +116,9 @@ static void test_running_rank_is_reported_never_killed(void **state) {
     hvd__stopped_ranks_init(&s, 2);
     fake.running[0] = fake.running[1] = fake.running[3] = 0;
     int64_t t = 1000;
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, t), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, t), -1);
     for (; t < 1000 + 95000; t += 250)
-        assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, t), -1);
+        assert_int_equal(hvd__stopped_ranks_check(&s, &ops, NULL, N, 3, N, t), -1);
     assert_int_equal(fake.killed[2], 0);
     /* at 31 s, 61 s and 91 s */
     assert_int_equal(fake.nsaid, 3);
@@ -133,8 +133,8 @@ static void test_ids_and_many_remaining(void **state) {
     hvd__stopped_ranks_init(&s, 30);
     size_t ids[] = {3, 1, 2}; /* an elastic round: these workers are its ranks */
     fake.running[1] = 0;
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, ids, 3, 1, 0), -1);
-    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, ids, 3, 1, 30000), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, ids, 3, 1, 3, 0), -1);
+    assert_int_equal(hvd__stopped_ranks_check(&s, &ops, ids, 3, 1, 3, 30000), -1);
     expect_said(0, "waiting for ranks 3 (host h2), 2 (host h2): 1 of 3 ranks have exited");
     assert_int_equal(fake.running[0], 1); /* worker 0 is not the round's: never looked at */
     hvd__stopped_ranks_fini(&s);
