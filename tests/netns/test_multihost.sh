@@ -6,7 +6,9 @@
 #      one supervisor per remote host for all of its ranks
 #   2. every blocking collective checked across hosts (collectives_check --quick)
 #   3. a rank failing on a remote host ends the job, named
-#   4. a host whose sshd is down: a clear error naming it, nothing started
+#   4. a host whose sshd is down: a clear error naming it, nothing started; 4b. a rank on h2
+#      stopped inside hvd_shutdown after the others exited is named and killed after T, and
+#      a rank on h2 that returns before hvd_init fails the others' check-in within 1 s
 #   5. horovodrun killed with SIGKILL: no process of the job is left on any host; h2's
 #      supervisor killed (the job fails naming h2, nothing left) and stopped (the collectives
 #      go on, the job finishes after SIGCONT)
@@ -126,6 +128,42 @@ run_on_h1 -np 5 -H h1:2,h2:2,h3:1 sh -c 'echo started; sleep 30'
 [[ "$ERR" == *"rank 4 (host h3) was the first to fail: exit code 255"* && "$ERR" == *"Connection refused"* ]] ||
   fail "ssh down, cached checks: report: $ERR"
 ok "sshd down on h3 with cached checks: the launch fails naming rank 4 on h3 and ssh's error"
+
+# 4b. ranks left behind and ranks leaving early, across hosts (fault matrix rows, issue 32) ----
+# (after 4: their host set is another, which would replace the start-up cache 4 relies on)
+# rank 2 (on h2) is stopped inside hvd_shutdown while the others exit: h2's supervisor reports
+# it stopped, horovodrun names it with h2's pid and kills it T = 3 s later, failing the job
+FW=$HVD_BUILD_DIR/tests/fault_worker
+mkdir -p "$TMP/fw1"
+t0=$SECONDS
+run_on_h1 --gloo-timeout-seconds 3 -np 4 -H h1:2,h2:2 "$FW" --dir "$TMP/fw1" --phase shutdown \
+  --victim 2 --signal stop
+vpid=$(sed -n 's/.*pid=\([0-9]*\).*/\1/p' "$TMP/fw1/victim")
+((RC == 137)) || fail "stopped on h2: exit $RC, expected 137: $ERR"
+[[ "$ERR" == *"rank 2 (host h2, pid $vpid) is stopped; every other rank has exited"* &&
+   "$ERR" == *"rank 2 (host h2, pid $vpid) stayed stopped for 3 s"* &&
+   "$ERR" == *"rank 2 (host h2) was the first to fail: killed by signal 9"* ]] ||
+  fail "stopped on h2: not named and killed: $ERR"
+for p in $(netns_bed_procs); do
+  [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) != *"$TMP/fw1"* ]] ||
+    fail "stopped on h2: pid $p is left: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+done
+ok "a rank stopped in hvd_shutdown on h2: named with its pid, killed after T; the job ended in $((SECONDS - t0)) s"
+# rank 2 (on h2) returns 0 instead of calling hvd_init: the others' check-in fails within 1 s
+mkdir -p "$TMP/fw2"
+run_on_h1 --gloo-timeout-seconds 30 -np 4 -H h1:2,h2:2 "$FW" --dir "$TMP/fw2" --phase init \
+  --victim 2 --signal exit0
+((RC != 0)) || fail "exit 0 before hvd_init on h2: the job succeeded: $ERR"
+t_exit=$(sed -n 's/.*t_ns=\([0-9]*\).*/\1/p' "$TMP/fw2/victim")
+for r in 0 1 3; do
+  f=$TMP/fw2/rank.$r
+  [[ $(sed -n 's/^status=//p' "$f") == HVD_ERR_PEER_LOST ]] || fail "exit 0 on h2: rank $r: $(cat "$f")"
+  msg=$(sed -n 's/^msg=//p' "$f")
+  [[ $msg == *"rank 2 (host h2) exited with status 0 before hvd_init"* ]] || fail "exit 0 on h2: rank $r: $msg"
+  took=$((($(sed -n 's/^err_ns=//p' "$f") - t_exit) / 1000000))
+  ((took < 1000)) || fail "exit 0 on h2: rank $r failed $took ms after rank 2 left"
+done
+ok "a rank on h2 returning before hvd_init: ranks 0, 1 and 3 failed within $took ms, naming it"
 
 # 5. launcher killed: nothing left on any host ---------------------------------------------------
 (cd "$TMP" && on h1 "$HVDRUN" -np 4 -H h1:2,h2:2 sh -c 'touch up.$HOROVOD_RANK; sleep 1000' \
