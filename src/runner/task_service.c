@@ -26,6 +26,11 @@
 #define PROBE_ATTEMPTS 3      /* per address */
 #define PROBE_CONNECT_MS 5000 /* per attempt */
 #define PROBE_RETRY_MS 200    /* pause after a refused attempt */
+/* A task waits this much longer than the driver's --start-timeout: when a host is missing,
+ * the driver, which knows which host and what it has not done, must be the one to time out
+ * (with the same deadline, a local task that started a moment after the driver could time
+ * out first and end the launch with a message naming no culprit). */
+#define BACKSTOP_S 5
 
 /* --- probing ------------------------------------------------------------------------------ */
 
@@ -288,7 +293,7 @@ static hvd_status_t get_successor(task_t *t, uint32_t j, hvd_disc_task_info_t *i
                             "timed out after %u seconds waiting for host %s (index %u) to "
                             "register with the driver (its task service did not start, or "
                             "cannot reach the driver)",
-                            t->in.timeout_s, host, j);
+                            t->in.timeout_s + BACKSTOP_S, host, j);
     return st;
 }
 
@@ -361,7 +366,7 @@ static hvd_status_t report_and_wait(task_t *t, uint32_t j, const hvd_disc_addrs_
         wrap_timeout(st,
                      "timed out after %u seconds waiting for the other hosts to finish "
                      "probing (the driver has not received every report)",
-                     t->in.timeout_s);
+                     t->in.timeout_s + BACKSTOP_S);
 out:
     free(body);
     free(r);
@@ -461,7 +466,7 @@ static hvd_status_t run_blob(const uint8_t *buf, size_t len, int launcher_fd) {
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     st = hvd__disc_input_body_decode(buf + HVD_DISC_INPUT_HEAD_LEN, body_len, &t->in);
     if (st == HVD_OK) {
-        t->deadline_ms = hvd__clock_deadline_ms((int64_t)t->in.timeout_s * 1000);
+        t->deadline_ms = hvd__clock_deadline_ms(((int64_t)t->in.timeout_s + BACKSTOP_S) * 1000);
         t->launcher_fd = launcher_fd;
         t->resp = malloc(HVD_SVC_MAX_BODY);
         st = t->resp ? run_task(t) : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
