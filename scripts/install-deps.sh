@@ -33,6 +33,8 @@ packages=(
   python3-pytest python3-cloudpickle # the Python tests; broadcast_object / allgather_object
   python3-torchvision python3-filelock # scripts written like Horovod's examples (datasets, FileLock)
   python3-mpi4py                     # hvd.init(comm=...) with an MPI communicator
+  python3-pip python3-venv           # pip install . into a venv (the Quick start, e2e.pip)
+  python3-setuptools python3-wheel   # what setup.py builds with, and pip wheel .
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(

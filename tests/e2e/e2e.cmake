@@ -19,3 +19,9 @@ set_tests_properties(e2e.train_example PROPERTIES COST 40)
 add_executable(elastic_worker tests/e2e/elastic_worker.c)
 target_link_libraries(elastic_worker PRIVATE hvd)
 set_target_properties(elastic_worker PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+# pip install: builds the project again from a copy of the sources into a wheel, installs it
+# into a fresh venv and a --user site, runs a job with each and uninstalls (test_pip.sh).
+# Label source: it builds its own plain tree from the sources, so the sanitizer pass (which
+# leaves out that label) does not run it a second time.
+hvd_e2e_test(pip tests/e2e/test_pip.sh)
+set_tests_properties(e2e.pip PROPERTIES LABELS "e2e;source" COST 120 TIMEOUT 600)
