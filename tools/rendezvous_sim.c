@@ -32,8 +32,8 @@
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
-#include "runner/hosts.h"
-#include "runner/store_scopes.h"
+#include "runner/hosts/hosts.h"
+#include "runner/hosts/store_scopes.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

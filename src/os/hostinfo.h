@@ -1,5 +1,5 @@
 /* Facts about this host that identify it: its name and the kernel namespaces this process
- * runs in. host_hash (runner/host_hash.h) combines them so that two containers on one
+ * runs in. host_hash (runner/discovery/host_hash.h) combines them so that two containers on one
  * machine, which may share a host name, count as different hosts. */
 #ifndef HVD_OS_HOSTINFO_H
 #define HVD_OS_HOSTINFO_H

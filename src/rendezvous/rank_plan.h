@@ -1,8 +1,8 @@
 /* The launcher's slot plan as the ranks read it from the store: hosts in rank order, each with
  * its number of ranks. Ranks are numbered host by host, local ranks 0..n-1 on each host, and
  * a host's cross rank for local rank j is the number of earlier hosts with more than j ranks
- * (the reference's plan, runner/hosts.c). It takes O(hosts) bytes where the check-in's records
- * take one per rank: with it, a rank of a 16,384-rank job learns everyone's place without
+ * (the reference's plan, runner/hosts/hosts.c). It takes O(hosts) bytes where the check-in's
+ * records take one per rank: with it, a rank of a 16,384-rank job learns everyone's place without
  * downloading everyone's record (core/init.c, "the planned check-in").
  *
  * Text encoding: "HVP1 <hosts> <ranks>\n", then lines "<slots> <hosts>\n", where <hosts> is a

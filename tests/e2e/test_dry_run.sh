@@ -57,7 +57,7 @@ expect_eq "missing hostfile exit" 2 "$RC"
 expect_contains "missing hostfile" "$ERR" "missing"
 
 # Endless or oversized input is refused in bounded memory (issue 32; the bounds are in
-# src/runner/hosts.h and config_file.h). rss_run CMD...: run CMD with stdin from $FEED
+# src/runner/hosts/hosts.h and config_file.h). rss_run CMD...: run CMD with stdin from $FEED
 # (a pipe from an endless producer), set RC, ERR and MAXRSS_KB (the largest resident size
 # of the command's processes).
 cat >"$TMP/maxrss.py" <<'PY'

@@ -1,9 +1,9 @@
 /* libFuzzer target: what `horovodrun --internal-exec` and horovodrun read from each other over
- * a host's ssh session (runner/exec_wire.h). It comes from the other end of the job's own ssh
- * session, but its decoders must still never crash or read past their input, whatever the
+ * a host's ssh session (runner/launch/exec_wire.h). It comes from the other end of the job's own
+ * ssh session, but its decoders must still never crash or read past their input, whatever the
  * bytes. The first byte picks the decoder: even, the spec (what it accepts must encode back to
  * itself); odd, the frame reader fed in pieces, and the commands. */
-#include "runner/exec_wire.h"
+#include "runner/launch/exec_wire.h"
 
 #include <stdint.h>
 #include <stdlib.h>

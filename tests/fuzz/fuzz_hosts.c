@@ -1,5 +1,5 @@
 /* libFuzzer target: -H host strings and the slot plan built from them. */
-#include "runner/hosts.h"
+#include "runner/hosts/hosts.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * not carry; and every discovery message that decodes must re-encode to the same bytes.
  *
  * The first byte picks the decoder, so seeds of every kind share one corpus. */
-#include "runner/discovery.h"
-#include "runner/discovery_msg.h"
+#include "runner/discovery/discovery.h"
+#include "runner/discovery/discovery_msg.h"
 #include "wire/service.h"
 
 #include <stdint.h>

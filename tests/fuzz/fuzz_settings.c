@@ -1,5 +1,5 @@
 /* libFuzzer target: horovodrun's command line (argv = the input split at NUL bytes). */
-#include "runner/settings.h"
+#include "runner/cli/settings.h"
 
 #include <stdint.h>
 #include <stdlib.h>

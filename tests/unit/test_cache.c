@@ -1,4 +1,4 @@
-/* The start-up cache (runner/cache.h), in a temporary directory standing in for ~/.horovod:
+/* The start-up cache (runner/cli/cache.h), in a temporary directory standing in for ~/.horovod:
  * values survive a reopen; entries go stale after an hour (the clock is passed in); other
  * parameters discard the content; a corrupt file is ignored and rewritten; files are 0600 in a
  * 0700 directory and no temporary file is left behind; discovery results round-trip through
@@ -11,8 +11,8 @@
 
 #include <hvd/hvd.h>
 
-#include "runner/cache.h"
-#include "runner/discovery.h"
+#include "runner/cli/cache.h"
+#include "runner/discovery/discovery.h"
 
 #include <dirent.h>
 #include <stdio.h>

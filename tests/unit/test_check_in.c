@@ -22,8 +22,8 @@
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
-#include "runner/hosts.h"
-#include "runner/store_scopes.h"
+#include "runner/hosts/hosts.h"
+#include "runner/hosts/store_scopes.h"
 
 #include <pthread.h>
 #include <stdio.h>

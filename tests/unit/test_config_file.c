@@ -13,8 +13,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "runner/config_file.h"
-#include "runner/settings.h"
+#include "runner/cli/config_file.h"
+#include "runner/cli/settings.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* NIC discovery (runner/discovery.h, runner/task_service.h) with the driver and the task
- * services of n = 3 "hosts" as threads of this process, all on loopback: the common set and
- * per-host result for a name filter, a CIDR filter and no filter; a task that never starts
+/* NIC discovery (runner/discovery/discovery.h, runner/discovery/task_service.h) with the driver and
+ * the task services of n = 3 "hosts" as threads of this process, all on loopback: the common set
+ * and per-host result for a name filter, a CIDR filter and no filter; a task that never starts
  * (timeout naming its host; the check callback stopping the wait); forged and replayed
  * messages sent to a live driver (rejected, logged, discovery unaffected); an empty
  * intersection (the error prints the reachability matrix). Also the pieces: the nics filter
@@ -19,11 +19,11 @@
 #include "common/log.h"
 #include "os/netif.h"
 #include "os/socket.h"
-#include "runner/discovery.h"
-#include "runner/discovery_msg.h"
-#include "runner/host_hash.h"
-#include "runner/nic_filter.h"
-#include "runner/task_service.h"
+#include "runner/discovery/discovery.h"
+#include "runner/discovery/discovery_msg.h"
+#include "runner/discovery/host_hash.h"
+#include "runner/discovery/nic_filter.h"
+#include "runner/discovery/task_service.h"
 #include "wire/service.h"
 
 #include <arpa/inet.h>

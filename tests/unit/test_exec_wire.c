@@ -1,4 +1,4 @@
-/* What crosses a host's ssh session (runner/exec_wire.h): the spec of its ranks (round trip,
+/* What crosses a host's ssh session (runner/launch/exec_wire.h): the spec of its ranks (round trip,
  * every malformed form, the bounds), the stop/kill commands, and the frames coming back, cut
  * from a byte stream however it arrives. */
 #include <setjmp.h>
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runner/exec_wire.h"
+#include "runner/launch/exec_wire.h"
 #include "wire/le.h"
 
 #include <stdlib.h>

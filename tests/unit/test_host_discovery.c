@@ -9,8 +9,8 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
-#include "runner/capture.h"
-#include "runner/host_discovery.h"
+#include "runner/process/capture.h"
+#include "runner/elastic/host_discovery.h"
 
 #include <hvd/hvd.h>
 

@@ -8,7 +8,7 @@
 
 #include <hvd/hvd.h>
 
-#include "runner/host_manager.h"
+#include "runner/elastic/host_manager.h"
 
 #include <stdio.h>
 #include <stdlib.h>

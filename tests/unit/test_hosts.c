@@ -7,7 +7,7 @@
 
 #include <hvd/hvd.h>
 
-#include "runner/hosts.h"
+#include "runner/hosts/hosts.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "common/params.h"
-#include "runner/launch.h"
+#include "runner/launch/launch.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
-#include "runner/mpi_run.h"
+#include "runner/mpi/mpi_run.h"
 
 #include <hvd/hvd.h>
 

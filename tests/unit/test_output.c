@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runner/output.h"
+#include "runner/launch/output.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,8 +11,8 @@
 
 #include "rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
-#include "runner/hosts.h"
-#include "runner/store_scopes.h"
+#include "runner/hosts/hosts.h"
+#include "runner/hosts/store_scopes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,9 +10,9 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
-#include "runner/exec_wire.h"
-#include "runner/remote_exec.h"
-#include "runner/ssh.h"
+#include "runner/launch/exec_wire.h"
+#include "runner/launch/remote_exec.h"
+#include "runner/launch/ssh.h"
 #include "wire/le.h"
 
 #include <errno.h>

@@ -12,8 +12,8 @@
 #include <hvd/hvd.h>
 
 #include "common/log.h"
-#include "runner/help.h"
-#include "runner/settings.h"
+#include "runner/cli/help.h"
+#include "runner/cli/settings.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* horovodrun inside a Slurm allocation (runner/slurm_alloc.h): hosts and slots from the
+/* horovodrun inside a Slurm allocation (runner/slurm/slurm_alloc.h): hosts and slots from the
  * allocation's variables, nothing outside one, and a clear error for each inconsistency. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runner/slurm_alloc.h"
+#include "runner/slurm/slurm_alloc.h"
 
 #include <hvd/hvd.h>
 

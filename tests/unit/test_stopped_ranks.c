@@ -1,4 +1,4 @@
-/* The policy for ranks left behind once others exited (runner/stopped_ranks.h), on fake
+/* The policy for ranks left behind once others exited (runner/launch/stopped_ranks.h), on fake
  * workers and a fake clock: a stopped rank is named at once and killed after the timeout; a
  * SIGCONT cancels that; a running rank is never killed, and is reported every 30 s; nothing
  * happens before a rank has exited. */
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runner/stopped_ranks.h"
+#include "runner/launch/stopped_ranks.h"
 
 #include <stdio.h>
 #include <string.h>

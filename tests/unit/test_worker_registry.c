@@ -8,7 +8,7 @@
 
 #include <hvd/hvd.h>
 
-#include "runner/worker_registry.h"
+#include "runner/elastic/worker_registry.h"
 
 #include <stdbool.h>
 #include <string.h>
