@@ -1,5 +1,6 @@
 /* Adasum over a group's transport (adasum.h). */
 #include "collectives/adasum.h"
+#include "collectives/allreduce_work.h"
 
 #include "collectives/coll.h"
 #include "collectives/dtype.h"

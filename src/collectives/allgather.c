@@ -61,7 +61,7 @@ hvd_status_t hvd__coll_allgather(hvd_group_t *g, const void *send, void *recv, c
     if (st != HVD_OK)
         return st;
     if (g->hier_grid && total >= g->hier_ag_min_bytes)
-        return hvd__shm_hier_allgather(g, send, recv, what);
+        return hvd__shm_hier_allgather(g, send, recv, what, hvd__coll_allgather);
     const int *idx;
     hvd_arena_t *a = hvd__group_arena(g, &idx);
     if (a)

@@ -5,6 +5,7 @@
  * and are rounded once at the end. */
 #include "collectives/coll.h"
 #include "collectives/adasum.h"
+#include "collectives/allreduce_work.h"
 #include "collectives/dtype.h"
 #include "collectives/halving.h"
 #include "collectives/reduce.h"
@@ -17,55 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_half(hvd_dtype_t d) {
-    return d == HVD_FLOAT16 || d == HVD_BFLOAT16;
-}
-
-/* The dtype values travel and accumulate in. */
-static hvd_dtype_t work_dtype(hvd_dtype_t d) {
-    return is_half(d) ? HVD_FLOAT32 : d;
-}
-
-/* work[0..n) = prescale * src in the working dtype (src may be work for non-half types). */
-static void to_work(void *work, const void *src, size_t n, hvd_dtype_t dtype, double prescale) {
-    if (is_half(dtype)) {
-        hvd__half_to_f32(work, src, n, dtype);
-    } else if (work != src && n) {
-        memcpy(work, src, n * hvd__dtype_size(dtype));
-    }
-    hvd__reduce_scale(work, n, work_dtype(dtype), prescale);
-}
-
-/* work[0..n) = postscale * (work / p for AVERAGE), in the working dtype. */
-static void finish(void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
-                   double postscale) {
-    hvd_dtype_t w = work_dtype(dtype);
-    if (op == HVD_AVERAGE && (w == HVD_FLOAT32 || w == HVD_FLOAT64)) {
-        /* One multiplying pass, as Horovod makes an average a sum postscaled by 1/p: a
-         * separate dividing pass cost as much CPU as the ring's reduction (perf, np 2). */
-        hvd__reduce_scale(work, n, w, postscale / p);
-    } else {
-        if (op == HVD_AVERAGE)
-            hvd__reduce_average(work, n, w, p);
-        hvd__reduce_scale(work, n, w, postscale);
-    }
-}
-
-/* out[0..n) = work rounded into dtype (a copy for the others; none when out is work). */
-static void to_out(void *out, const void *work, size_t n, hvd_dtype_t dtype) {
-    if (is_half(dtype))
-        hvd__f32_to_half(out, work, n, dtype);
-    else if (out != work && n)
-        memcpy(out, work, n * hvd__dtype_size(dtype));
-}
-
-/* out[0..n) = postscale * (work / p for AVERAGE), rounded once into dtype. */
-static void from_work(void *out, void *work, size_t n, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
-                      double postscale) {
-    finish(work, n, dtype, op, p, postscale);
-    to_out(out, work, n, dtype);
-}
-
 typedef struct {
     void *out;
     hvd_dtype_t dtype;
@@ -76,22 +28,22 @@ typedef struct {
 static void ring_finalize(hvd_ring_t *ring, size_t off, size_t n) {
     finish_t *f = ring->finalize_arg;
     size_t wsize = hvd__dtype_size(ring->wdtype), osize = hvd__dtype_size(f->dtype);
-    from_work((char *)f->out + off * osize, (char *)ring->work + off * wsize, n, f->dtype, f->op,
-              ring->g->size, f->postscale);
+    hvd__allreduce_from_work((char *)f->out + off * osize, (char *)ring->work + off * wsize, n,
+                             f->dtype, f->op, ring->g->size, f->postscale);
 }
 
 static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
                           size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                           double postscale, const char *what) {
     int p = g->size;
-    size_t wbytes = count * hvd__dtype_size(work_dtype(dtype));
+    size_t wbytes = count * hvd__dtype_size(hvd__allreduce_work_dtype(dtype));
     uint8_t *mine = hvd__group_scratch(g, 0, wbytes);
     uint8_t *all = hvd__group_scratch(g, 1, wbytes * (size_t)p);
     uint8_t *stage = hvd__group_scratch(g, 2, wbytes * (size_t)p);
     if (!mine || !all || !stage)
         return HVD_ERR_NO_MEMORY;
     if (!(sig->flags & HVD_SIG_INVALID))
-        to_work(mine, send, count, dtype, prescale);
+        hvd__allreduce_to_work(mine, send, count, dtype, prescale);
     for (int r = 0; r < p; r++) {
         g->lens[r] = (sig->flags & HVD_SIG_INVALID) && r == g->rank ? 0 : wbytes;
         g->offs[r] = (size_t)r * wbytes;
@@ -99,10 +51,10 @@ static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void
     hvd_status_t st = hvd__group_agree(g, sig, mine, g->lens, g->offs, all, stage, what);
     if (st != HVD_OK)
         return st;
-    hvd_dtype_t w = work_dtype(dtype);
+    hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
     for (int r = 1; r < p; r++)
         hvd__reduce(all, all + (size_t)r * wbytes, count, w, op);
-    from_work(recv, all, count, dtype, op, p, postscale);
+    hvd__allreduce_from_work(recv, all, count, dtype, op, p, postscale);
     return HVD_OK;
 }
 
@@ -126,7 +78,7 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
                             hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                             double postscale, const char *what) {
     int p = g->size, me = g->rank;
-    hvd_dtype_t w = work_dtype(dtype);
+    hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
     size_t wsize = hvd__dtype_size(w), osize = hvd__dtype_size(dtype);
     split_segments(g, count);
     size_t mine = g->lens[me], mine_off = g->offs[me];
@@ -146,10 +98,10 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
      * itself), and every rank's piece of this rank's segment. */
     const void *src = send;
     hvd_status_t st = HVD_OK;
-    if (is_half(dtype) || prescale != 1.0) {
-        void *work = is_half(dtype) ? hvd__group_scratch(g, 0, count * wsize) : recv;
+    if (hvd__allreduce_is_half(dtype) || prescale != 1.0) {
+        void *work = hvd__allreduce_is_half(dtype) ? hvd__group_scratch(g, 0, count * wsize) : recv;
         if (work)
-            to_work(work, send, count, dtype, prescale);
+            hvd__allreduce_to_work(work, send, count, dtype, prescale);
         src = work;
     }
     uint8_t *pieces = hvd__group_scratch(g, 1, (size_t)p * mine * wsize);
@@ -160,12 +112,14 @@ static hvd_status_t ordered(hvd_group_t *g, const void *send, void *recv, size_t
     if (st == HVD_OK) {
         /* the segment in the working dtype: in the scratch copy for half types, else where it
          * ends up in recv (the exchange is over: nothing reads this rank's input any more) */
-        uint8_t *acc = (uint8_t *)(is_half(dtype) ? (void *)src : recv) + mine_off * wsize;
+        uint8_t *acc =
+            (uint8_t *)(hvd__allreduce_is_half(dtype) ? (void *)src : recv) + mine_off * wsize;
         if (mine)
             memcpy(acc, pieces, mine * wsize);
         for (int r = 1; r < p; r++)
             hvd__reduce(acc, pieces + (size_t)r * mine * wsize, mine, w, op);
-        from_work((uint8_t *)recv + mine_off * osize, acc, mine, dtype, op, p, postscale);
+        hvd__allreduce_from_work((uint8_t *)recv + mine_off * osize, acc, mine, dtype, op, p,
+                                 postscale);
         /* then every finished segment to every rank, in the output dtype, as bytes */
         for (int r = 0; r < p; r++) {
             g->lens[r] *= osize;
@@ -184,7 +138,8 @@ hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t cou
                                   double postscale, const char *what, size_t *work_bytes_p) {
     hvd_status_t st = op == HVD_ADASUM ? hvd__adasum_check(dtype) : hvd__reduce_check(dtype, op);
     if (st == HVD_OK)
-        st = hvd__coll_bytes(count, hvd__dtype_size(work_dtype(dtype)), what, work_bytes_p);
+        st = hvd__coll_bytes(count, hvd__dtype_size(hvd__allreduce_work_dtype(dtype)), what,
+                             work_bytes_p);
     if (st == HVD_OK)
         st = hvd__coll_check_buf(send, count, what, "sendbuf");
     if (st == HVD_OK)
@@ -205,36 +160,6 @@ size_t hvd__allreduce_small_limit(int p) {
 size_t hvd__allreduce_inline_limit(const hvd_group_t *g) {
     size_t small = hvd__allreduce_small_limit(g->size);
     return g->hier_grid && small < HVD_HIER_INLINE_BYTES ? HVD_HIER_INLINE_BYTES : small;
-}
-
-void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
-                            double prescale) {
-    to_work(work, send, count, dtype, prescale);
-}
-
-hvd_dtype_t hvd__allreduce_work_dtype(hvd_dtype_t dtype) {
-    return work_dtype(dtype);
-}
-
-void hvd__allreduce_finish(void *work, size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
-                           double postscale) {
-    finish(work, count, dtype, op, p, postscale);
-}
-
-void hvd__allreduce_to_out(void *out, const void *work, size_t count, hvd_dtype_t dtype) {
-    to_out(out, work, count, dtype);
-}
-
-void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
-                            size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale) {
-    hvd_dtype_t w = work_dtype(dtype);
-    if (w == dtype)
-        acc = recv; /* (no rounding step: reduce straight into the output) */
-    if (count)
-        memcpy(acc, blocks[0], count * hvd__dtype_size(w));
-    for (int r = 1; r < p; r++)
-        hvd__reduce(acc, blocks[r], count, w, op);
-    from_work(recv, acc, count, dtype, op, p, postscale);
 }
 
 hvd_status_t hvd__coll_adasum(hvd_group_t *g, const void *send, void *recv, size_t count,
@@ -280,7 +205,7 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
         return hvd__coll_adasum(g, send, recv, count, dtype, prescale, postscale, NULL, 0);
     if (g->hier_local && bytes >= g->hier_min_bytes && !g->ordered)
         return hvd__shm_hier_allreduce(g, &sig, send, recv, count, dtype, op, prescale, postscale,
-                                       what);
+                                       what, hvd__coll_allreduce);
     const int *idx;
     hvd_arena_t *a = p > 1 ? hvd__group_arena(g, &idx) : NULL;
     if (a)
@@ -300,19 +225,19 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
                        .seg_off = g->offs,
                        .seg_len = g->lens,
                        .own = (g->rank + 1) % p,
-                       .wdtype = work_dtype(dtype),
+                       .wdtype = hvd__allreduce_work_dtype(dtype),
                        .op = op,
                        .finalize = ring_finalize,
                        .finalize_arg = &fin,
                        .out = recv,
                        .osize = hvd__dtype_size(dtype)};
-    if (is_half(dtype) || prescale != 1.0) {
+    if (hvd__allreduce_is_half(dtype) || prescale != 1.0) {
         /* The input is converted (and scaled) once up front; the ring works on that copy
          * (half types) or on recv (others). */
-        void *work = is_half(dtype) ? hvd__group_scratch(g, 0, bytes) : recv;
+        void *work = hvd__allreduce_is_half(dtype) ? hvd__group_scratch(g, 0, bytes) : recv;
         if (!work)
             return HVD_ERR_NO_MEMORY;
-        to_work(work, send, count, dtype, prescale);
+        hvd__allreduce_to_work(work, send, count, dtype, prescale);
         ring.work = work;
     } else {
         ring.work = recv;

@@ -51,9 +51,8 @@ hvd_status_t hvd__coll_exchange(hvd_group_t *g, const void *send, const size_t *
 
 /* The allreduce's pieces the core uses to run a small blocking allreduce inside its cycle
  * message (one round, as hvd__coll_allreduce's small path): argument checks (*work_bytes_p:
- * count in the working dtype, float32 for half types), the per-rank size limit of the small
- * path, conversion of the input (prescaled) into the working dtype, and the local reduction
- * of every rank's block in rank order into recv (acc: work_bytes of scratch). */
+ * count in the working dtype, float32 for half types) and the per-rank size limit of the
+ * small path (the conversions and the local reduction: allreduce_work.h). */
 hvd_status_t hvd__allreduce_check(const void *send, const void *recv, size_t count,
                                   hvd_dtype_t dtype, hvd_reduce_op_t op, double prescale,
                                   double postscale, const char *what, size_t *work_bytes_p);
@@ -64,17 +63,6 @@ size_t hvd__allreduce_small_limit(int p);
  * 2(p - 1) steps on 3 hosts x 2 ranks (64 KiB did not). */
 #define HVD_HIER_INLINE_BYTES (32 * 1024)
 size_t hvd__allreduce_inline_limit(const hvd_group_t *g);
-void hvd__allreduce_to_work(void *work, const void *send, size_t count, hvd_dtype_t dtype,
-                            double prescale);
-/* The dtype an allreduce of dtype works in (float32 for the half types); the last steps of
- * from_work apart: finish scales (and averages) work in place, to_out rounds it into out. */
-hvd_dtype_t hvd__allreduce_work_dtype(hvd_dtype_t dtype);
-void hvd__allreduce_finish(void *work, size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, int p,
-                           double postscale);
-void hvd__allreduce_to_out(void *out, const void *work, size_t count, hvd_dtype_t dtype);
-void hvd__allreduce_combine(const uint8_t *const *blocks, int p, void *acc, void *recv,
-                            size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op, double postscale);
-
 /* Shared by the collectives: "allreduce #12 on the global communicator". */
 void hvd__coll_what(const hvd_group_t *g, const char *name, char *out, size_t out_size);
 /* HVD_OK, or HVD_ERR_INVALID_ARG when ptr is NULL but bytes are expected. */

@@ -2,6 +2,7 @@
 #include <hvd/hvd.h>
 
 #include "collectives/coll.h"
+#include "collectives/allreduce_work.h"
 #include "collectives/dtype.h"
 #include "collectives/reduce.h"
 #include "collectives/shm_coll.h"

@@ -45,13 +45,24 @@ hvd_status_t hvd__shm_reduce_scatter(hvd_group_t *lg, hvd_arena_t *a, const int 
                                      const size_t *plen, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                      double prescale, const char *what);
 
+/* The collective a hierarchical one runs across hosts (on hier_cross, over the transport):
+ * the entry point that chose the hierarchical path hands itself in, so that this layer, below
+ * the entry points, never calls up into them. */
+typedef hvd_status_t (*hvd_cross_allreduce_fn)(hvd_group_t *g, const void *send, void *recv,
+                                               size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                               double prescale, double postscale);
+typedef hvd_status_t (*hvd_cross_allgather_fn)(hvd_group_t *g, const void *send, void *recv,
+                                               const size_t *counts, size_t fixed_count,
+                                               hvd_dtype_t dtype);
+
 /* Allreduce on a group with hier_local and hier_cross set (group.h): the agreement on the
  * group, a reduce-scatter in the host's arena (local rank r gets part r of the vector), an
- * allreduce of each part across hosts (hier_cross, over the transport), and an allgather in
- * the arena. sig must be valid (invalid calls take the flat path, which agrees alike). */
+ * allreduce of each part across hosts (cross, on hier_cross), and an allgather in the arena.
+ * sig must be valid (invalid calls take the flat path, which agrees alike). */
 hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
                                      size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
-                                     double prescale, double postscale, const char *what);
+                                     double prescale, double postscale, const char *what,
+                                     hvd_cross_allreduce_fn cross);
 
 /* Allgather(v) in arena a among exactly its members, after the agreement, g->lens/offs
  * holding every rank's block in bytes (total in all): from 256 KiB each rank reads every
@@ -62,9 +73,9 @@ hvd_status_t hvd__shm_allgather(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
 
 /* Allgather(v) on a group with hier_grid set (group.h), after its agreement, g->lens/offs
  * holding every rank's block in bytes: each rank's block goes to the ranks of equal local
- * rank on the other hosts (hier_cross, over the transport), then every rank's collection of
+ * rank on the other hosts (cross, on hier_cross), then every rank's collection of
  * those ("bundle") to the other ranks of its host through the arena, a slot at a time. */
-hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv,
-                                     const char *what);
+hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv, const char *what,
+                                     hvd_cross_allgather_fn cross);
 
 #endif

@@ -1,6 +1,7 @@
 /* Hierarchical allreduce (shm_coll.h): inside each host in its arena, across hosts between
  * ranks of equal local rank over the transport. */
 #include "collectives/coll.h"
+#include "collectives/allreduce_work.h"
 #include "collectives/dtype.h"
 #include "collectives/reduce.h"
 #include "collectives/shm_coll.h"
@@ -64,7 +65,8 @@ static hvd_status_t host_allgather(hvd_group_t *lg, hvd_arena_t *a, const int *i
 
 hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void *send, void *recv,
                                      size_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
-                                     double prescale, double postscale, const char *what) {
+                                     double prescale, double postscale, const char *what,
+                                     hvd_cross_allreduce_fn cross) {
     hvd_status_t st = hvd__group_agree(g, sig, NULL, NULL, NULL, NULL, NULL, what);
     if (st != HVD_OK || count == 0)
         return st;
@@ -89,7 +91,7 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
         return st;
     /* Across hosts the part is summed as is; the average's division and the postscale come
      * once, by the job's size, on the result. */
-    st = hvd__coll_allreduce(cg, part, part, mine, w, op == HVD_AVERAGE ? HVD_SUM : op, 1.0, 1.0);
+    st = cross(cg, part, part, mine, w, op == HVD_AVERAGE ? HVD_SUM : op, 1.0, 1.0);
     if (st != HVD_OK)
         return hvd__error_wrap(st, "%s, between hosts", what);
     hvd__allreduce_finish(part, mine, dtype, op, g->size, postscale);
@@ -123,8 +125,8 @@ static size_t bundle_len(const hvd_group_t *g, int hosts, int j) {
     return n;
 }
 
-hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv,
-                                     const char *what) {
+hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *recv, const char *what,
+                                     hvd_cross_allgather_fn cross) {
     hvd_group_t *lg = g->hier_local, *cg = g->hier_cross;
     const int *idx;
     hvd_arena_t *a = hvd__group_arena(lg, &idx);
@@ -140,7 +142,7 @@ hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *rec
         return HVD_ERR_NO_MEMORY;
     for (int h = 0; h < H; h++)
         counts[h] = g->lens[g->hier_grid[h * L + me]];
-    hvd_status_t st = hvd__coll_allgather(cg, send, bundle, counts, 0, HVD_UINT8);
+    hvd_status_t st = cross(cg, send, bundle, counts, 0, HVD_UINT8);
     if (st != HVD_OK)
         return hvd__error_wrap(st, "%s, between hosts", what);
     bundle_scatter(g, H, me, 0, bundle, mine, recv);
