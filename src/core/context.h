@@ -12,6 +12,8 @@
 #include "rendezvous/store_client.h"
 #include "transport/transport.h"
 
+#include <pthread.h>
+
 typedef struct hvd_engine hvd_engine_t;
 
 typedef struct hvd_context {
@@ -36,6 +38,15 @@ typedef struct hvd_context {
     const hvd_store_t *ext_store;
     int ext_publish_secret;
 } hvd_context_t;
+
+/* The context and its locks (context.c); only hvd_init and hvd_shutdown (init.c) write the
+ * context, under all three. hvd__ctx_lock guards the fields the queries read;
+ * hvd__ctx_use_lock is read-held by every API call that uses the engine (hvd__context_enter)
+ * and write-held by init and shutdown; hvd__ctx_life_lock orders init and shutdown. */
+extern hvd_context_t hvd__ctx;
+extern pthread_mutex_t hvd__ctx_lock;
+extern pthread_rwlock_t hvd__ctx_use_lock;
+extern pthread_mutex_t hvd__ctx_life_lock;
 
 /* 1 and the round (into *round_p, may be NULL) when hvd is initialised in elastic mode;
  * 0 otherwise. Thread safe. */

@@ -1,7 +1,9 @@
-/* The engine's threads, waiting, entry points and failure (engine.h). */
+/* The engine's threads, waiting and entry points (engine.h); its state's operations shared
+ * with cycle.c and execute.c are in engine_state.c. */
 #include "core/engine_impl.h"
 
 #include "collectives/coll.h"
+#include "collectives/allreduce_work.h"
 #include "collectives/dtype.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -17,122 +19,13 @@
 #include <string.h>
 #include <time.h>
 
-void hvd__engine_note_idle(hvd_engine_t *e, int idle) {
-    e->idle_cycles = idle ? e->idle_cycles + 1 : 0;
-    int64_t v = e->cycle_us;
-    if (idle) {
-        if (v < 1000)
-            v = 1000; /* a cycle time of 0 still backs off */
-        for (unsigned k = e->idle_cycles; k > 0 && v < HVD_IDLE_INTERVAL_US; k--)
-            v *= 2;
-        if (v > HVD_IDLE_INTERVAL_US)
-            v = HVD_IDLE_INTERVAL_US > e->cycle_us ? HVD_IDLE_INTERVAL_US : e->cycle_us;
-    }
-    __atomic_store_n(&e->bg_interval_us, v, __ATOMIC_RELAXED);
-}
-
-hvd_status_t hvd__engine_reserve(uint8_t **buf, size_t *cap, size_t need) {
-    if (need <= *cap)
-        return HVD_OK;
-    /* an eighth of headroom: few regrowths, and the fusion buffer stays near its need */
-    size_t c = need + need / 8 + 64;
-    uint8_t *b = realloc(*buf, c);
-    if (!b)
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the engine");
-    *buf = b;
-    *cap = c;
-    return HVD_OK;
-}
-
-int64_t hvd__engine_now_ms(void) {
-    /* The coarse clock (a few ms of resolution, against deadlines and stall warnings of
-     * seconds): the fine one cost ~30 ns a read here, twice in every blocking call. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int is_dead(hvd_engine_t *e) {
-    return __atomic_load_n(&e->dead, __ATOMIC_ACQUIRE);
-}
-
-/* The engine's first failure as this thread's error. */
-static hvd_status_t dead_error(hvd_engine_t *e) {
-    pthread_mutex_lock(&e->state_lock);
-    hvd_status_t st = e->dead_status;
-    char reason[sizeof e->dead_reason];
-    memcpy(reason, e->dead_reason, sizeof reason);
-    pthread_mutex_unlock(&e->state_lock);
-    return hvd__error_set(st, "%s", reason);
-}
-
-void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
-                                 const char *message) {
-    if (p->express) {
-        /* Its caller runs this cycle: nobody else knows the call or waits for it. */
-        p->status = st;
-        if (st != HVD_OK)
-            snprintf(p->error, sizeof p->error, "%s", message);
-        p->done = 1;
-        return;
-    }
-    pthread_mutex_lock(&e->state_lock);
-    p->status = st;
-    if (st == HVD_OK)
-        p->error[0] = '\0'; /* (no snprintf for every call that succeeds) */
-    else
-        snprintf(p->error, sizeof p->error, "%s", message);
-    if (e->posted == p)
-        e->posted = NULL;
-    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&e->sleepers, __ATOMIC_RELAXED))
-        pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->state_lock);
-}
-
-static void pend_clear(hvd_pend_list_t *l) {
-    l->n = 0;
-}
-
-void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers) {
-    if (is_dead(e))
-        return;
-    char msg[sizeof e->dead_reason];
-    snprintf(msg, sizeof msg, "%s", message);
-    hvd_transport_t *tp = e->ctx->tp;
-    if (tell_peers && tp)
-        tp->ops->abort(tp, st, msg);
-    pthread_mutex_lock(&e->state_lock);
-    e->dead_status = st;
-    snprintf(e->dead_reason, sizeof e->dead_reason, "%s", msg);
-    __atomic_store_n(&e->dead, 1, __ATOMIC_RELEASE);
-    hvd_posted_t *p = e->posted;
-    pthread_mutex_unlock(&e->state_lock);
-    if (p)
-        hvd__engine_finish_blocking(e, p, st, msg);
-    pend_clear(&e->hits);
-    pend_clear(&e->uncached);
-    pend_clear(&e->invalid);
-    e->join_entry = NULL;
-    hvd__tq_fail_all(e->tq, st, msg, 1);
-    pthread_mutex_lock(&e->state_lock);
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->state_lock);
-}
-
 static int is_interrupted(hvd_engine_t *e) {
     return __atomic_load_n(&e->interrupted, __ATOMIC_ACQUIRE);
 }
 
 /* Fail the engine with the cause of hvd__engine_interrupt (prog_lock held). */
 static void fail_interrupted(hvd_engine_t *e) {
-    if (is_dead(e))
+    if (hvd__engine_is_dead(e))
         return;
     char reason[sizeof e->int_reason];
     pthread_mutex_lock(&e->state_lock);
@@ -166,11 +59,11 @@ static void count_cycle(hvd_engine_t *e) {
  * background thread's own cycle. */
 static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
     hvd_status_t st = HVD_OK;
-    if (!is_dead(e) && is_interrupted(e)) {
+    if (!hvd__engine_is_dead(e) && is_interrupted(e)) {
         fail_interrupted(e);
         st = e->int_status;
-    } else if (!is_dead(e)) {
-        __atomic_store_n(&e->last_cycle_us, now_us(), __ATOMIC_RELAXED);
+    } else if (!hvd__engine_is_dead(e)) {
+        __atomic_store_n(&e->last_cycle_us, hvd__clock_now_us(), __ATOMIC_RELAXED);
         if (e->ctx->tp)
             __atomic_store_n(&e->ctx->tp->quiet, quiet, __ATOMIC_RELAXED);
         e->in_background = quiet;
@@ -260,7 +153,7 @@ static void *thread_main(void *arg) {
     int64_t join_delay_us = e->cycle_us > 200 ? e->cycle_us : 200, driven_sleep_us = join_delay_us;
     uint64_t express_seen = 0;
     while (!__atomic_load_n(&e->stop_thread, __ATOMIC_ACQUIRE)) {
-        if (is_interrupted(e) && !is_dead(e)) {
+        if (is_interrupted(e) && !hvd__engine_is_dead(e)) {
             /* Nobody may be running cycles (the training code computes): fail the engine
              * here, so that later calls fail at once. A cycle in progress ends promptly,
              * its transport being interrupted too. */
@@ -269,15 +162,15 @@ static void *thread_main(void *arg) {
             pthread_mutex_unlock(&e->prog_lock);
             continue;
         }
-        int dead = is_dead(e);
+        int dead = hvd__engine_is_dead(e);
         /* While a thread of ours waits, ran a cycle within the join delay, or ran express
          * cycles since the last look (a loop of blocking calls), that thread runs the cycles
          * and joins the others' itself: this thread would only compete with it for each
          * cycle, and starts none of its own. */
         int64_t recent = __atomic_load_n(&e->last_cycle_us, __ATOMIC_RELAXED) + join_delay_us;
         uint64_t express = __atomic_load_n(&e->express_calls, __ATOMIC_RELAXED);
-        int driven = __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) > 0 || now_us() < recent ||
-                     express != express_seen;
+        int driven = __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) > 0 ||
+                     hvd__clock_now_us() < recent || express != express_seen;
         express_seen = express;
         uint64_t seen = cycles_now(e);
         /* Bytes a peer sent that an earlier exchange already read: poll cannot see them. */
@@ -296,7 +189,7 @@ static void *thread_main(void *arg) {
                 interval = __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED);
         if (pushed > last)
             last = pushed;
-        int64_t now = now_us();
+        int64_t now = hvd__clock_now_us();
         int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
         if (!idle && !driven && now >= last + interval) {
             if (try_cycle(e, 1) == 1)
@@ -422,7 +315,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
         e->mark_cycles = pa->timeline_mark_cycles;
     }
     if (st == HVD_OK) {
-        e->last_cycle_us = now_us();
+        e->last_cycle_us = hvd__clock_now_us();
         int rc = pthread_create(&e->thread, NULL, thread_main, e);
         if (rc != 0)
             st = hvd__error_set(HVD_ERR_NO_MEMORY, "cannot start the background thread: %s",
@@ -475,7 +368,7 @@ static void stop(hvd_engine_t *e, int exiting) {
      * to run with them. */
     if (is_interrupted(e))
         fail_interrupted(e);
-    if (!is_dead(e)) {
+    if (!hvd__engine_is_dead(e)) {
         /* One last cycle carries the shutdown flag to every rank; the cycle itself fails
          * the engine with HVD_ERR_SHUT_DOWN once it has run what was agreed. */
         e->shutdown_requested = 1;
@@ -543,11 +436,11 @@ void hvd__engine_destroy(hvd_engine_t *e) {
 
 hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_t n,
                               hvd_handle_t *handles) {
-    if (is_dead(e))
-        return dead_error(e);
+    if (hvd__engine_is_dead(e))
+        return hvd__engine_dead_error(e);
     hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
     if (st == HVD_OK)
-        __atomic_store_n(&e->last_push_us, now_us(), __ATOMIC_RELAXED);
+        __atomic_store_n(&e->last_push_us, hvd__clock_now_us(), __ATOMIC_RELAXED);
     if (st == HVD_OK &&
         (e->ctx->global.size == 1 || __atomic_load_n(&e->bg_sleeping_long, __ATOMIC_ACQUIRE) ||
          __atomic_load_n(&e->bg_interval_us, __ATOMIC_RELAXED) > e->cycle_us)) {
@@ -673,7 +566,7 @@ static hvd_status_t prepare(hvd_engine_t *e, hvd_posted_t *p) {
 static int express(hvd_engine_t *e, hvd_posted_t *p) {
     if (pthread_mutex_trylock(&e->prog_lock) != 0)
         return 0;
-    int ran = !is_dead(e) && !is_interrupted(e);
+    int ran = !hvd__engine_is_dead(e) && !is_interrupted(e);
     if (ran) {
         /* (written under prog_lock only: no read-modify-write needed) */
         __atomic_store_n(&e->express_calls, e->express_calls + 1, __ATOMIC_RELAXED);
@@ -693,9 +586,9 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
     if (!g)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "unknown communicator %d", (int)op->comm);
     pthread_mutex_lock(&e->blocking_lock);
-    if (is_dead(e)) {
+    if (hvd__engine_is_dead(e)) {
         pthread_mutex_unlock(&e->blocking_lock);
-        return dead_error(e);
+        return hvd__engine_dead_error(e);
     }
     /* (not zero-filled: the error text is written only on failure) */
     hvd_posted_t p;

@@ -1,6 +1,7 @@
-/* The engine's state, shared by its three parts: engine.c (threads, waiting, entry points,
- * failure), cycle.c (one cycle: intake, the cycle message, cache, negotiation) and
- * execute.c (running blocking calls and responses). Private to src/core. */
+/* The engine's state, shared by its three parts, from the top: engine.c (threads, waiting,
+ * entry points), cycle.c (one cycle: intake, the cycle message, cache, negotiation) and
+ * execute.c (running blocking calls and responses), with the state's operations they share
+ * in engine_state.c below them. Private to src/core. */
 #ifndef HVD_CORE_ENGINE_IMPL_H
 #define HVD_CORE_ENGINE_IMPL_H
 
@@ -157,16 +158,23 @@ struct hvd_engine {
 
 #define HVD_IDLE_INTERVAL_US 50000
 
-/* engine.c */
+/* engine_state.c */
 /* Fail the engine (prog_lock held): poison the transport unless the cause came from a
  * peer already, complete everything pending with st and message, refuse later work. */
 void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int tell_peers);
+/* Whether the engine has failed; its first failure as this thread's error. */
+int hvd__engine_is_dead(hvd_engine_t *e);
+hvd_status_t hvd__engine_dead_error(hvd_engine_t *e);
+/* The coarse clock (deadlines, stall warnings; the fine one is hvd__clock_now_us). */
 int64_t hvd__engine_now_ms(void);
 /* Grow *buf (contents kept) to at least need bytes: the engine's reused buffers. */
 hvd_status_t hvd__engine_reserve(uint8_t **buf, size_t *cap, size_t need);
 
 /* Count a background cycle as idle (nothing in flight here) or not, adjusting its interval. */
 void hvd__engine_note_idle(hvd_engine_t *e, int idle);
+/* Complete a blocking call (its waiter may return at once). */
+void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
+                                 const char *message);
 
 /* cycle.c: forget the timeline's open negotiations (a new timeline starts). */
 void hvd__engine_tl_reset(hvd_engine_t *e);
@@ -183,8 +191,5 @@ hvd_status_t hvd__engine_execute(hvd_engine_t *e, const hvd_response_list_t *l);
 /* Run the posted blocking call p, every member having posted it (msgs: this cycle's);
  * agreed: every member's signature is the same and valid. */
 hvd_status_t hvd__engine_run_blocking(hvd_engine_t *e, hvd_posted_t *p, int agreed);
-/* Complete a blocking call (its waiter may return at once). */
-void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
-                                 const char *message);
 
 #endif

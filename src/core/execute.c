@@ -3,6 +3,7 @@
 #include "core/engine_impl.h"
 
 #include "collectives/coll.h"
+#include "collectives/allreduce_work.h"
 #include "collectives/dtype.h"
 #include "collectives/reduce.h"
 #include "common/error.h"

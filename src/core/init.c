@@ -27,16 +27,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static hvd_context_t ctx;
-/* ctx_lock guards the context fields for the queries. use_lock is read-held by every API
- * call that uses the engine and write-held by init and shutdown, so they never pull the
- * engine away from a call in flight (hvd_shutdown first stops the engine, which completes
- * every waiting call). life_lock orders init and shutdown themselves. Rank queries from
- * other threads wait for neither. */
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t use_lock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static hvd_config_t config; /* options of the current hvd_init_ex call */
 /* "Open MPI", "MPICH" or "Slurm" when the rank came from such a launcher's environment (the cross
  * rank is then worked out at check-in), else NULL. */
@@ -134,8 +124,8 @@ static hvd_status_t listen_addr(const hvd_params_t *p, char *out) {
     if (p->rendezvous_addr && *p->rendezvous_addr)
         return hvd__socket_route_addr(p->rendezvous_addr, p->rendezvous_port, out);
     /* (the port only names a UDP destination nothing is sent to) */
-    if (ctx.ext_store && ctx.ext_store->route_addr && *ctx.ext_store->route_addr)
-        return hvd__socket_route_addr(ctx.ext_store->route_addr, 9, out);
+    if (hvd__ctx.ext_store && hvd__ctx.ext_store->route_addr && *hvd__ctx.ext_store->route_addr)
+        return hvd__socket_route_addr(hvd__ctx.ext_store->route_addr, 9, out);
     /* no store to route towards (a plain mpirun): the first address that is not loopback */
     hvd_netif_t *list;
     size_t count;
@@ -598,7 +588,7 @@ static hvd_status_t enter_elastic(hvd_context_t *c) {
  * check-in (topology_from_hosts), and the secret is the one given out of band or, failing
  * that, a fresh one that rank 0 publishes in the store (check_in.c). */
 static hvd_status_t store_params(hvd_params_t *p) {
-    const hvd_store_t *s = ctx.ext_store;
+    const hvd_store_t *s = hvd__ctx.ext_store;
     p->rank = s->rank;
     p->size = s->size;
     p->local_rank = p->cross_rank = 0;
@@ -610,34 +600,34 @@ static hvd_status_t store_params(hvd_params_t *p) {
     hvd_status_t st = HVD_OK;
     if (!getenv_lookup("HOROVOD_HOSTNAME", NULL))
         st = hvd__mpi_env_host_identity(p, NULL);
-    ctx.ext_publish_secret = 0;
+    hvd__ctx.ext_publish_secret = 0;
     if (st != HVD_OK)
         return st;
     if (p->secret_key)
-        return hvd__secret_from_hex(p->secret_key, &ctx.secret);
+        return hvd__secret_from_hex(p->secret_key, &hvd__ctx.secret);
     if (p->secret_file)
-        return hvd__secret_read_file(p->secret_file, &ctx.secret);
-    ctx.ext_publish_secret = 1;
-    return hvd__secret_generate(&ctx.secret);
+        return hvd__secret_read_file(p->secret_file, &hvd__ctx.secret);
+    hvd__ctx.ext_publish_secret = 1;
+    return hvd__secret_generate(&hvd__ctx.secret);
 }
 
 static hvd_status_t init_locked(void) {
-    hvd_status_t st = hvd__params_load(&ctx.params, NULL, NULL);
+    hvd_status_t st = hvd__params_load(&hvd__ctx.params, NULL, NULL);
     if (st != HVD_OK)
         return st;
-    hvd_params_t *p = &ctx.params;
-    st =
-        ctx.ext_store ? store_params(p) : hvd__mpi_env_apply(p, getenv_lookup, NULL, &mpi_launcher);
+    hvd_params_t *p = &hvd__ctx.params;
+    st = hvd__ctx.ext_store ? store_params(p)
+                            : hvd__mpi_env_apply(p, getenv_lookup, NULL, &mpi_launcher);
     if (st != HVD_OK) {
-        hvd__secret_wipe(&ctx.secret);
-        hvd__params_fini(&ctx.params);
+        hvd__secret_wipe(&hvd__ctx.secret);
+        hvd__params_fini(&hvd__ctx.params);
         return st;
     }
-    ctx.elastic = p->elastic;
-    if (ctx.elastic && (st = enter_elastic(&ctx)) != HVD_OK)
+    hvd__ctx.elastic = p->elastic;
+    if (hvd__ctx.elastic && (st = enter_elastic(&hvd__ctx)) != HVD_OK)
         goto err_release;
-    ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *ctx.hosts);
-    if (!ctx.hosts) {
+    hvd__ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.hosts);
+    if (!hvd__ctx.hosts) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         goto err_release;
     }
@@ -651,7 +641,7 @@ static hvd_status_t init_locked(void) {
                    (strcmp(mpi_launcher, "Open MPI") == 0 ||
                     (strcmp(mpi_launcher, "Slurm") == 0 && getenv("PMIX_RANK")));
     /* the program's store: the same path, its exchange through that store (check_in.c) */
-    int via_store = ctx.ext_store && p->size > 1;
+    int via_store = hvd__ctx.ext_store && p->size > 1;
     if (!p->rendezvous_addr || !*p->rendezvous_addr) {
         if (p->size != 1 && mpi_launcher && strcmp(mpi_launcher, "Slurm") == 0 && !via_pmix) {
             const char *type = getenv("SLURM_MPI_TYPE");
@@ -680,9 +670,9 @@ static hvd_status_t init_locked(void) {
             goto err_release;
         }
         if (!via_pmix && !via_store) {
-            st = make_solo_groups(&ctx);
-            if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
-                free_groups(&ctx);
+            st = make_solo_groups(&hvd__ctx);
+            if (st == HVD_OK && (st = start_engine(&hvd__ctx)) != HVD_OK)
+                free_groups(&hvd__ctx);
             if (st != HVD_OK)
                 goto err_release;
             return HVD_OK;
@@ -691,40 +681,40 @@ static hvd_status_t init_locked(void) {
     if (via_pmix || via_store) {
         /* rank 0's secret replaces this one in the exchange (check_in); store_params made the
          * store path's */
-        if (via_pmix && (st = hvd__secret_generate(&ctx.secret)) != HVD_OK)
+        if (via_pmix && (st = hvd__secret_generate(&hvd__ctx.secret)) != HVD_OK)
             goto err_release;
         if (config.timeout_seconds > 0)
-            ctx.params.gloo_timeout_seconds = config.timeout_seconds;
-        st = connect_job(&ctx);
-        if (st == HVD_OK && (st = start_engine(&ctx)) != HVD_OK)
-            free_groups(&ctx);
+            hvd__ctx.params.gloo_timeout_seconds = config.timeout_seconds;
+        st = connect_job(&hvd__ctx);
+        if (st == HVD_OK && (st = start_engine(&hvd__ctx)) != HVD_OK)
+            free_groups(&hvd__ctx);
         if (st != HVD_OK)
             goto err_release;
         return HVD_OK;
     }
-    if (!ctx.store && (st = open_store(&ctx)) != HVD_OK)
+    if (!hvd__ctx.store && (st = open_store(&hvd__ctx)) != HVD_OK)
         goto err_release;
     if (config.timeout_seconds > 0)
-        ctx.params.gloo_timeout_seconds = config.timeout_seconds;
-    st = p->size == 1 ? make_solo_groups(&ctx) : connect_job(&ctx);
+        hvd__ctx.params.gloo_timeout_seconds = config.timeout_seconds;
+    st = p->size == 1 ? make_solo_groups(&hvd__ctx) : connect_job(&hvd__ctx);
     if (st != HVD_OK)
         goto err_release;
-    if ((st = start_engine(&ctx)) != HVD_OK) {
-        free_groups(&ctx);
+    if ((st = start_engine(&hvd__ctx)) != HVD_OK) {
+        free_groups(&hvd__ctx);
         goto err_release;
     }
-    if (ctx.elastic)
-        hvd__elastic_agent_attach(ctx.engine, ctx.round);
+    if (hvd__ctx.elastic)
+        hvd__elastic_agent_attach(hvd__ctx.engine, hvd__ctx.round);
     return HVD_OK;
 
     /* Everything below is safe on what was not made yet (elastic mode opens the store
      * before the topology is known, the other paths after). */
 err_release:
-    hvd__store_client_destroy(ctx.store);
-    ctx.store = NULL;
-    hvd__secret_wipe(&ctx.secret);
-    free_hosts(&ctx);
-    hvd__params_fini(&ctx.params);
+    hvd__store_client_destroy(hvd__ctx.store);
+    hvd__ctx.store = NULL;
+    hvd__secret_wipe(&hvd__ctx.secret);
+    free_hosts(&hvd__ctx);
+    hvd__params_fini(&hvd__ctx.params);
     return st;
 }
 
@@ -744,18 +734,18 @@ hvd_status_t hvd_init(void) {
  * is initialising or shutting down right now, that thread's work stands. */
 static pid_t init_pid;
 static void exit_without_shutdown(void) {
-    if (getpid() != init_pid || pthread_mutex_trylock(&life_lock) != 0)
+    if (getpid() != init_pid || pthread_mutex_trylock(&hvd__ctx_life_lock) != 0)
         return;
-    pthread_mutex_lock(&ctx_lock);
-    hvd_engine_t *e = ctx.initialized ? ctx.engine : NULL;
-    int rank = ctx.params.rank;
-    pthread_mutex_unlock(&ctx_lock);
+    pthread_mutex_lock(&hvd__ctx_lock);
+    hvd_engine_t *e = hvd__ctx.initialized ? hvd__ctx.engine : NULL;
+    int rank = hvd__ctx.params.rank;
+    pthread_mutex_unlock(&hvd__ctx_lock);
     if (e) {
         HVD_LOG_W("rank %d: the program is exiting without hvd_shutdown; telling the other ranks",
                   rank);
         hvd__engine_exit(e);
     }
-    pthread_mutex_unlock(&life_lock);
+    pthread_mutex_unlock(&hvd__ctx_life_lock);
 }
 
 static void watch_exit(void) {
@@ -767,45 +757,45 @@ static void watch_exit(void) {
 
 /* hvd_init_ex, through the program's store when store is not NULL. */
 static hvd_status_t init_with(const hvd_config_t *cfg, const hvd_store_t *store) {
-    pthread_mutex_lock(&life_lock);
-    pthread_rwlock_wrlock(&use_lock);
-    pthread_mutex_lock(&ctx_lock);
+    pthread_mutex_lock(&hvd__ctx_life_lock);
+    pthread_rwlock_wrlock(&hvd__ctx_use_lock);
+    pthread_mutex_lock(&hvd__ctx_lock);
     if (cfg)
         config = *cfg;
     else
         hvd_config_init(&config);
     if (config.timeout_seconds < 0) {
-        pthread_mutex_unlock(&ctx_lock);
-        pthread_rwlock_unlock(&use_lock);
-        pthread_mutex_unlock(&life_lock);
+        pthread_mutex_unlock(&hvd__ctx_lock);
+        pthread_rwlock_unlock(&hvd__ctx_use_lock);
+        pthread_mutex_unlock(&hvd__ctx_life_lock);
         return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_init_ex: timeout_seconds %d is negative",
                               config.timeout_seconds);
     }
     hvd_status_t st;
-    if (ctx.initialized) {
+    if (hvd__ctx.initialized) {
         st = hvd__error_set(HVD_ERR_STATE, "hvd_init: already initialised (call hvd_shutdown "
                                            "first)");
     } else {
-        ctx.ext_store = store;
+        hvd__ctx.ext_store = store;
         st = init_locked();
         if (st == HVD_OK) {
-            ctx.initialized = 1;
+            hvd__ctx.initialized = 1;
             watch_exit();
-        } else if (ctx.elastic && st == HVD_ERR_SHUT_DOWN) /* removed or stopped: expected */
+        } else if (hvd__ctx.elastic && st == HVD_ERR_SHUT_DOWN) /* removed or stopped: expected */
             HVD_LOG_I("hvd_init: %s", hvd_last_error());
-        else if (ctx.elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT) &&
+        else if (hvd__ctx.elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT) &&
                  !hvd__elastic_rdv_failed()) /* the round failed as it formed: recoverable */
             HVD_LOG_W("hvd_init: %s", hvd_last_error());
         else
             HVD_LOG_E("hvd_init failed: %s", hvd_last_error());
         /* A failed attempt still used a generation on the ranks that got further. */
-        ctx.generation++;
+        hvd__ctx.generation++;
     }
     config.network_interface = NULL; /* the caller's string is not kept */
-    ctx.ext_store = NULL;            /* nor its store */
-    pthread_mutex_unlock(&ctx_lock);
-    pthread_rwlock_unlock(&use_lock);
-    pthread_mutex_unlock(&life_lock);
+    hvd__ctx.ext_store = NULL;       /* nor its store */
+    pthread_mutex_unlock(&hvd__ctx_lock);
+    pthread_rwlock_unlock(&hvd__ctx_use_lock);
+    pthread_mutex_unlock(&hvd__ctx_life_lock);
     return st;
 }
 
@@ -825,109 +815,32 @@ hvd_status_t hvd_init_store(const hvd_config_t *cfg, const hvd_store_t *store) {
 }
 
 hvd_status_t hvd_shutdown(void) {
-    pthread_mutex_lock(&life_lock);
-    pthread_mutex_lock(&ctx_lock);
-    int initialized = ctx.initialized;
-    pthread_mutex_unlock(&ctx_lock);
+    pthread_mutex_lock(&hvd__ctx_life_lock);
+    pthread_mutex_lock(&hvd__ctx_lock);
+    int initialized = hvd__ctx.initialized;
+    pthread_mutex_unlock(&hvd__ctx_lock);
     if (!initialized) {
-        pthread_mutex_unlock(&life_lock);
+        pthread_mutex_unlock(&hvd__ctx_life_lock);
         return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd_shutdown: hvd is not initialised");
     }
     /* Stopping the engine completes every call waiting in it, so the write lock below
      * does not wait for calls that could wait for ever. */
-    hvd__engine_stop(ctx.engine);
+    hvd__engine_stop(hvd__ctx.engine);
     /* From here the elastic agent no longer interrupts the engine, which can go. */
     hvd__elastic_agent_detach();
-    pthread_rwlock_wrlock(&use_lock);
-    pthread_mutex_lock(&ctx_lock);
-    hvd__engine_destroy(ctx.engine);
-    ctx.engine = NULL;
-    free_groups(&ctx);
-    hvd__store_client_destroy(ctx.store);
-    ctx.store = NULL;
-    hvd__secret_wipe(&ctx.secret);
-    free_hosts(&ctx);
-    hvd__params_fini(&ctx.params);
-    ctx.initialized = 0;
-    pthread_mutex_unlock(&ctx_lock);
-    pthread_rwlock_unlock(&use_lock);
-    pthread_mutex_unlock(&life_lock);
+    pthread_rwlock_wrlock(&hvd__ctx_use_lock);
+    pthread_mutex_lock(&hvd__ctx_lock);
+    hvd__engine_destroy(hvd__ctx.engine);
+    hvd__ctx.engine = NULL;
+    free_groups(&hvd__ctx);
+    hvd__store_client_destroy(hvd__ctx.store);
+    hvd__ctx.store = NULL;
+    hvd__secret_wipe(&hvd__ctx.secret);
+    free_hosts(&hvd__ctx);
+    hvd__params_fini(&hvd__ctx.params);
+    hvd__ctx.initialized = 0;
+    pthread_mutex_unlock(&hvd__ctx_lock);
+    pthread_rwlock_unlock(&hvd__ctx_use_lock);
+    pthread_mutex_unlock(&hvd__ctx_life_lock);
     return HVD_OK;
-}
-
-hvd_status_t hvd__context_enter(hvd_context_t **ctx_p) {
-    pthread_rwlock_rdlock(&use_lock);
-    if (!ctx.initialized) {
-        pthread_rwlock_unlock(&use_lock);
-        return hvd__error_set(HVD_ERR_SHUT_DOWN, "hvd is not initialised (call hvd_init first)");
-    }
-    *ctx_p = &ctx;
-    return HVD_OK;
-}
-
-void hvd__context_leave(void) {
-    pthread_rwlock_unlock(&use_lock);
-}
-
-hvd_group_t *hvd__context_group(hvd_context_t *c, int comm) {
-    switch (comm) {
-    case HVD_COMM_GLOBAL:
-        return &c->global;
-    case HVD_COMM_LOCAL:
-        return &c->local;
-    case HVD_COMM_CROSS:
-        return &c->cross;
-    }
-    return NULL;
-}
-
-int hvd__context_elastic(int *round_p) {
-    pthread_mutex_lock(&ctx_lock);
-    int elastic = ctx.initialized && ctx.elastic;
-    if (round_p)
-        *round_p = ctx.round;
-    pthread_mutex_unlock(&ctx_lock);
-    return elastic;
-}
-
-int hvd_is_initialized(void) {
-    pthread_mutex_lock(&ctx_lock);
-    int v = ctx.initialized;
-    pthread_mutex_unlock(&ctx_lock);
-    return v;
-}
-
-/* Topology fields are written only under the lock in init/shutdown; reading one int under
- * the same lock keeps the queries race-free without a second synchronisation scheme. */
-static int topology_field(size_t offset) {
-    pthread_mutex_lock(&ctx_lock);
-    int v = ctx.initialized ? *(const int *)((const char *)&ctx.params + offset) : -1;
-    pthread_mutex_unlock(&ctx_lock);
-    return v;
-}
-
-int hvd_is_homogeneous(void) {
-    pthread_mutex_lock(&ctx_lock);
-    int v = ctx.initialized ? ctx.homogeneous : -1;
-    pthread_mutex_unlock(&ctx_lock);
-    return v;
-}
-
-int hvd_rank(void) {
-    return topology_field(offsetof(hvd_params_t, rank));
-}
-int hvd_size(void) {
-    return topology_field(offsetof(hvd_params_t, size));
-}
-int hvd_local_rank(void) {
-    return topology_field(offsetof(hvd_params_t, local_rank));
-}
-int hvd_local_size(void) {
-    return topology_field(offsetof(hvd_params_t, local_size));
-}
-int hvd_cross_rank(void) {
-    return topology_field(offsetof(hvd_params_t, cross_rank));
-}
-int hvd_cross_size(void) {
-    return topology_field(offsetof(hvd_params_t, cross_size));
 }

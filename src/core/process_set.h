@@ -34,4 +34,12 @@ int hvd__pset_member(hvd_context_t *c, int id, int r);
 /* Free every registered set (at shutdown, with the transport still there). */
 void hvd__psets_free(hvd_context_t *c);
 
+/* For the entry points that edit the table (process_set_api.c): its lock (the engine's
+ * thread reads the table while user threads register and remove sets), the set id under
+ * it, or NULL, and freeing a set taken out of the table. */
+void hvd__pset_table_lock(void);
+void hvd__pset_table_unlock(void);
+hvd_pset_t *hvd__pset_find_locked(hvd_context_t *c, int id);
+void hvd__pset_destroy(hvd_pset_t *s);
+
 #endif
