@@ -15,3 +15,12 @@ set_tests_properties(unit.format PROPERTIES LABELS "unit;source")
 hvd_unit_test(mpi_env tests/unit/test_mpi_env.c)
 # Slurm's per-node counts and host lists.
 hvd_unit_test(slurm_env tests/unit/test_slurm_env.c)
+# No two files of a folder of src/ call each other in a circle (from the objects' symbols).
+if(HVD_PYTHON_EXECUTABLE)
+  set(HVD_LAYERS_PYTHON ${HVD_PYTHON_EXECUTABLE})
+else()
+  set(HVD_LAYERS_PYTHON python3)
+endif()
+add_test(NAME unit.layers COMMAND ${HVD_LAYERS_PYTHON} ${PROJECT_SOURCE_DIR}/tests/unit/check_layers.py
+         ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(unit.layers PROPERTIES LABELS "unit;source")
