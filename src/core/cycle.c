@@ -188,7 +188,9 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
         m.flags |= HVD_CYC_TUNE;
         m.tune_fusion = t->fusion_threshold;
         m.tune_cycle_us = (uint32_t)(t->cycle_time_ms * 1000);
-        m.tune_knobs = t->cache_enabled ? 1u : 0u;
+        m.tune_knobs = (t->cache_enabled ? HVD_TUNE_KNOB_CACHE : 0u) |
+                       (t->hierarchical_allreduce ? HVD_TUNE_KNOB_HIER_ALLREDUCE : 0u) |
+                       (t->hierarchical_allgather ? HVD_TUNE_KNOB_HIER_ALLGATHER : 0u);
     }
     if (p) {
         m.flags |= HVD_CYC_BLOCKING | (p->payload_path ? HVD_CYC_PAYLOAD : 0);
@@ -672,9 +674,20 @@ static void tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
         e->fusion_threshold = (size_t)m0->tune_fusion;
         e->cycle_us = m0->tune_cycle_us ? (int64_t)m0->tune_cycle_us : 1;
         __atomic_store_n(&e->bg_interval_us, e->cycle_us, __ATOMIC_RELAXED);
+        /* the collectives read these when they run: from the next one on, on every rank */
+        hvd_group_t *g = &e->ctx->global;
+        int har = (m0->tune_knobs & HVD_TUNE_KNOB_HIER_ALLREDUCE) != 0,
+            hag = (m0->tune_knobs & HVD_TUNE_KNOB_HIER_ALLGATHER) != 0;
+        if (g->hier_local)
+            g->hier_min_bytes = har ? e->hier_ar_on_bytes : SIZE_MAX;
+        if (g->hier_grid)
+            g->hier_ag_min_bytes = hag ? e->hier_ag_on_bytes : SIZE_MAX;
         e->tune_pending = 0;
-        HVD_LOG_I("autotune: fusion threshold %llu bytes, cycle time %.3f ms from here on",
-                  (unsigned long long)m0->tune_fusion, m0->tune_cycle_us / 1000.0);
+        HVD_LOG_I("autotune: fusion threshold %llu bytes, cycle time %.3f ms, hierarchical "
+                  "allreduce %s, allgather %s from here on",
+                  (unsigned long long)m0->tune_fusion, m0->tune_cycle_us / 1000.0,
+                  g->hier_local && g->hier_min_bytes != SIZE_MAX ? "on" : "off",
+                  g->hier_grid && g->hier_ag_min_bytes != SIZE_MAX ? "on" : "off");
     }
     if (!e->tune || hvd__tune_done(e->tune))
         return;

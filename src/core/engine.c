@@ -240,10 +240,12 @@ static int pset_member(void *ctx, int pset, int set_rank) {
 
 /* Autotune's parameter manager for this job (rank 0). A knob the user set (its variable is
  * in the environment: horovodrun exports only the flags given) is pinned. The engine tunes
- * the fusion threshold and the cycle time; the response cache and the hierarchical knobs
- * stay as they are (switching them at run time is not built yet). */
+ * the fusion threshold, the cycle time and, on a job whose hosts form a grid (init.c,
+ * plan_hierarchical), hierarchical allreduce and allgather; the response cache stays as it
+ * is (switching it at run time is not built). */
 static hvd_status_t tune_create(hvd_engine_t *e) {
     const hvd_params_t *pa = &e->ctx->params;
+    const hvd_group_t *g = &e->ctx->global;
     hvd_tune_config_t cfg = {.warmup_samples = pa->autotune_warmup_samples,
                              .steps_per_sample = pa->autotune_steps_per_sample,
                              .max_samples = pa->autotune_bayes_opt_max_samples,
@@ -251,12 +253,17 @@ static hvd_status_t tune_create(hvd_engine_t *e) {
                              .pin_fusion = getenv("HOROVOD_FUSION_THRESHOLD") != NULL,
                              .pin_cycle = getenv("HOROVOD_CYCLE_TIME") != NULL,
                              .pin_cache = 1,
-                             .pin_hier_allreduce = 1,
-                             .pin_hier_allgather = 1,
+                             .pin_hier_allreduce = getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") != NULL,
+                             .pin_hier_allgather =
+                                 getenv("HOROVOD_HIERARCHICAL_ALLGATHER") != NULL || !g->hier_grid,
+                             .multi_host = g->hier_local != NULL,
                              .log_path = pa->autotune_log};
-    hvd_tune_params_t initial = {.fusion_threshold = e->fusion_threshold,
-                                 .cycle_time_ms = pa->cycle_time_ms,
-                                 .cache_enabled = pa->cache_capacity > 0};
+    hvd_tune_params_t initial = {
+        .fusion_threshold = e->fusion_threshold,
+        .cycle_time_ms = pa->cycle_time_ms,
+        .cache_enabled = pa->cache_capacity > 0,
+        .hierarchical_allreduce = g->hier_local && g->hier_min_bytes != SIZE_MAX,
+        .hierarchical_allgather = g->hier_grid && g->hier_ag_min_bytes != SIZE_MAX};
     return hvd__tune_create(&cfg, &initial, &e->tune);
 }
 
@@ -286,6 +293,10 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
                                                        strerror(errno));
     if (st == HVD_OK && pa->cache_capacity > 0)
         st = hvd__cache_create((uint32_t)pa->cache_capacity, &e->cache);
+    /* (every rank: any may be told to turn a hierarchical knob on) */
+    e->hier_ar_on_bytes = ctx->global.hier_min_bytes != SIZE_MAX ? ctx->global.hier_min_bytes : 0;
+    e->hier_ag_on_bytes =
+        ctx->global.hier_ag_min_bytes != SIZE_MAX ? ctx->global.hier_ag_min_bytes : 0;
     if (st == HVD_OK && rank == 0 && pa->autotune && p > 1)
         st = tune_create(e);
     if (st == HVD_OK && rank == 0) {

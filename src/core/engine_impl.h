@@ -130,6 +130,9 @@ struct hvd_engine {
      * configuration still has to go out in rank 0's cycle message (every rank applies it
      * after that cycle). */
     hvd_tune_t *tune;
+    /* the global group's hierarchical thresholds when autotune turns the knob on (the job's
+     * own setting, or 0: always, when the job started with it off) */
+    size_t hier_ar_on_bytes, hier_ag_on_bytes;
     int tune_pending;
     uint64_t tune_bytes;
     char *tune_marker;

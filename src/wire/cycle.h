@@ -49,8 +49,13 @@ typedef struct {
     uint16_t reason_len;
     /* with HVD_CYC_TUNE */
     uint64_t tune_fusion;
-    uint32_t tune_cycle_us, tune_knobs;
+    uint32_t tune_cycle_us, tune_knobs; /* knobs: HVD_TUNE_KNOB_* */
 } hvd_cycle_msg_t;
+
+/* The two-valued knobs of a tuning announcement (tune_knobs). */
+#define HVD_TUNE_KNOB_CACHE 1u
+#define HVD_TUNE_KNOB_HIER_ALLREDUCE 2u
+#define HVD_TUNE_KNOB_HIER_ALLGATHER 4u
 
 /* Bytes hvd__cycle_encode writes for m. */
 size_t hvd__cycle_size(const hvd_cycle_msg_t *m);
