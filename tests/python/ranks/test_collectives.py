@@ -386,6 +386,21 @@ def test_autograd_allreduce():
     assert torch.allclose(x.grad, torch.full((3,), float(hvd.size() * (hvd.rank() + 1))))
 
 
+def test_allreduce_without_autograd():
+    # no gradient to carry (no_grad, or an input that needs none): the same result, and an
+    # output outside the graph, as through the autograd function
+    n = hvd.size()
+    x = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        y = hvd.allreduce(x * (hvd.rank() + 1), op=hvd.Sum)
+    assert not y.requires_grad and y.grad_fn is None
+    assert torch.allclose(y, torch.full((3,), float(n * (n + 1) // 2)))
+    z = hvd.allreduce(torch.full((2,), float(hvd.rank())))  # average, no grad needed
+    assert not z.requires_grad and torch.allclose(z, torch.full((2,), (n - 1) / 2))
+    w = hvd.allreduce(x * 2, op=hvd.Sum)  # needs one: through the autograd function
+    assert w.requires_grad and w.grad_fn is not None
+
+
 def test_autograd_allgather():
     x = torch.ones(hvd.rank() + 1, 2, requires_grad=True)
     y = hvd.allgather(x)
