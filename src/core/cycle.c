@@ -668,9 +668,35 @@ static size_t message_max(uint32_t nwords, size_t pmax) {
  * message announced (all at the same cycle, so fusion plans never differ between ranks);
  * rank 0 counts what the cycle allreduced and reports a step to its parameter manager each
  * time the first allreduce it saw comes round again. */
-static void tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
+/* Turn the response cache on or off, on every rank at the same cycle (tune). Off: every
+ * operation waiting on a cache bit goes back to full negotiation, and the cache is gone, on
+ * every rank alike. On: an empty cache of the job's capacity, filled again as operations are
+ * negotiated. */
+static hvd_status_t set_cache(hvd_engine_t *e, int on) {
+    if (on && !e->cache)
+        return hvd__cache_create((uint32_t)e->ctx->params.cache_capacity, &e->cache);
+    if (on || !e->cache)
+        return HVD_OK;
+    hvd_pend_list_t *lists[2] = {&e->hits, &e->invalid};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < lists[k]->n; i++) {
+            hvd_status_t st = pend_add(&e->uncached, lists[k]->v[i].e, 0, lists[k]->v[i].since_ms);
+            if (st != HVD_OK)
+                return st;
+        }
+        lists[k]->n = 0;
+    }
+    hvd__cache_destroy(e->cache);
+    e->cache = NULL;
+    return HVD_OK;
+}
+
+static hvd_status_t tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
     const hvd_cycle_msg_t *m0 = &e->msgs[0];
     if (m0->flags & HVD_CYC_TUNE) {
+        hvd_status_t st = set_cache(e, (m0->tune_knobs & HVD_TUNE_KNOB_CACHE) != 0);
+        if (st != HVD_OK)
+            return st;
         e->fusion_threshold = (size_t)m0->tune_fusion;
         e->cycle_us = m0->tune_cycle_us ? (int64_t)m0->tune_cycle_us : 1;
         __atomic_store_n(&e->bg_interval_us, e->cycle_us, __ATOMIC_RELAXED);
@@ -683,14 +709,15 @@ static void tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
         if (g->hier_grid)
             g->hier_ag_min_bytes = hag ? e->hier_ag_on_bytes : SIZE_MAX;
         e->tune_pending = 0;
-        HVD_LOG_I("autotune: fusion threshold %llu bytes, cycle time %.3f ms, hierarchical "
-                  "allreduce %s, allgather %s from here on",
+        HVD_LOG_I("autotune: fusion threshold %llu bytes, cycle time %.3f ms, response cache "
+                  "%s, hierarchical allreduce %s, allgather %s from here on",
                   (unsigned long long)m0->tune_fusion, m0->tune_cycle_us / 1000.0,
+                  e->cache ? "on" : "off",
                   g->hier_local && g->hier_min_bytes != SIZE_MAX ? "on" : "off",
                   g->hier_grid && g->hier_ag_min_bytes != SIZE_MAX ? "on" : "off");
     }
     if (!e->tune || hvd__tune_done(e->tune))
-        return;
+        return HVD_OK;
     for (uint32_t k = 0; k < resp->count; k++) {
         const hvd_response_t *r = &resp->items[k];
         if (r->type != HVD_REQ_ALLREDUCE && r->type != HVD_REQ_ADASUM)
@@ -710,6 +737,7 @@ static void tune(hvd_engine_t *e, const hvd_response_list_t *resp) {
             e->tune_bytes = 0;
         }
     }
+    return HVD_OK;
 }
 
 static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t now);
@@ -856,7 +884,9 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
             return st;
     }
 
-    tune(e, resp);
+    st = tune(e, resp);
+    if (st != HVD_OK)
+        return st;
     st = cycle_end(e, now);
     if (st != HVD_OK)
         return st;

@@ -241,23 +241,23 @@ static int pset_member(void *ctx, int pset, int set_rank) {
 /* Autotune's parameter manager for this job (rank 0). A knob the user set (its variable is
  * in the environment: horovodrun exports only the flags given) is pinned. The engine tunes
  * the fusion threshold, the cycle time and, on a job whose hosts form a grid (init.c,
- * plan_hierarchical), hierarchical allreduce and allgather; the response cache stays as it
- * is (switching it at run time is not built). */
+ * plan_hierarchical), hierarchical allreduce and allgather, and the response cache (unless
+ * HOROVOD_CACHE_CAPACITY was given, 0 included). */
 static hvd_status_t tune_create(hvd_engine_t *e) {
     const hvd_params_t *pa = &e->ctx->params;
     const hvd_group_t *g = &e->ctx->global;
-    hvd_tune_config_t cfg = {.warmup_samples = pa->autotune_warmup_samples,
-                             .steps_per_sample = pa->autotune_steps_per_sample,
-                             .max_samples = pa->autotune_bayes_opt_max_samples,
-                             .noise = pa->autotune_gaussian_process_noise,
-                             .pin_fusion = getenv("HOROVOD_FUSION_THRESHOLD") != NULL,
-                             .pin_cycle = getenv("HOROVOD_CYCLE_TIME") != NULL,
-                             .pin_cache = 1,
-                             .pin_hier_allreduce = getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") != NULL,
-                             .pin_hier_allgather =
-                                 getenv("HOROVOD_HIERARCHICAL_ALLGATHER") != NULL || !g->hier_grid,
-                             .multi_host = g->hier_local != NULL,
-                             .log_path = pa->autotune_log};
+    hvd_tune_config_t cfg = {
+        .warmup_samples = pa->autotune_warmup_samples,
+        .steps_per_sample = pa->autotune_steps_per_sample,
+        .max_samples = pa->autotune_bayes_opt_max_samples,
+        .noise = pa->autotune_gaussian_process_noise,
+        .pin_fusion = getenv("HOROVOD_FUSION_THRESHOLD") != NULL,
+        .pin_cycle = getenv("HOROVOD_CYCLE_TIME") != NULL,
+        .pin_cache = getenv("HOROVOD_CACHE_CAPACITY") != NULL || pa->cache_capacity <= 0,
+        .pin_hier_allreduce = getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") != NULL,
+        .pin_hier_allgather = getenv("HOROVOD_HIERARCHICAL_ALLGATHER") != NULL || !g->hier_grid,
+        .multi_host = g->hier_local != NULL,
+        .log_path = pa->autotune_log};
     hvd_tune_params_t initial = {
         .fusion_threshold = e->fusion_threshold,
         .cycle_time_ms = pa->cycle_time_ms,

@@ -2,14 +2,15 @@
 # of tools/hvd_allreduce_perf -m step with HOROVOD_AUTOTUNE=1 and a small budget. Every rank
 # must log the same configurations in the same order (rank 0 decides, all switch at one
 # cycle), every result must stay right (the tool checks every element of every step), the
-# log must have Horovod's header and a line per configuration; with HOROVOD_CYCLE_TIME set,
-# the cycle time is pinned; on two pseudo-hosts of two ranks (a grid: init.c,
+# log must have Horovod's header and a line per configuration; the response cache must be
+# tried off and on again; with HOROVOD_CYCLE_TIME and HOROVOD_CACHE_CAPACITY set, the cycle
+# time and the cache are pinned; on two pseudo-hosts of two ranks (a grid: init.c,
 # plan_hierarchical) hierarchical allreduce and allgather are tried both ways.
 foreach(variant tuned pinned hosts)
   set(np 3)
   set(hosts)
   if(variant STREQUAL "pinned")
-    set(pin "HOROVOD_CYCLE_TIME=3")
+    set(pin "HOROVOD_CYCLE_TIME=3;HOROVOD_CACHE_CAPACITY=1024")
   elseif(variant STREQUAL "hosts")
     set(pin "AT_HOSTS=1")
     set(np 4)
@@ -29,6 +30,12 @@ for ((r = 0; r < NP; r++)); do
 done
 n=$(wc -l <"$dir/r0")
 ((n >= 3)) || { echo "FAIL: rank 0 logged $n switches"; exit 1; }
+if [[ ${HOROVOD_CACHE_CAPACITY:-} ]]; then
+  ! grep -q "response cache off" "$dir/r0" || { echo "FAIL: the pinned response cache was turned off"; exit 1; }
+else
+  grep -q "response cache off" "$dir/r0" && grep -q "response cache on" "$dir/r0" ||
+    { echo "FAIL: the response cache was not tried both ways"; cat "$dir/r0"; exit 1; }
+fi
 if [[ ${AT_HOSTS:-} ]]; then
   for k in allreduce allgather; do
     grep -q "hierarchical.*$k on" "$dir/r0" && grep -q "$k off" "$dir/r0" ||
