@@ -20,6 +20,7 @@ Horovod's build variables are read as Horovod reads them. What hvd can honour it
 request it cannot (GPU operations, TensorFlow, MXNet, a build without its own transports)
 fails the install at once, saying why, as Horovod's does for a framework it cannot find."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,7 +102,8 @@ class CMakeBuild(build_ext):
         arch = os.environ.get("HOROVOD_BUILD_ARCH_FLAGS")
         if arch:
             args.append(f"-DCMAKE_C_FLAGS={arch}")
-        jobs = os.environ.get("MAKEFLAGS", "").replace("-j", "").strip() or str(os.cpu_count())
+        jobs = re.search(r"-j\s*(\d+)", os.environ.get("MAKEFLAGS", ""))
+        jobs = jobs.group(1) if jobs else str(os.cpu_count() or 1)
         for cmd in (args, ["cmake", "--build", build, "-j", jobs],
                     ["cmake", "--install", build, "--prefix", stage]):
             subprocess.run(cmd, check=True)

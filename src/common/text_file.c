@@ -9,11 +9,18 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Opened without blocking, then made blocking for the reads: a FIFO nobody writes to would
+ * otherwise keep open() waiting for ever (with no writer it reads as empty instead). */
 static hvd_status_t open_file(const char *path, const char *what, int *fd_p) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
         return hvd__error_set(HVD_ERR_INVALID_ARG, "cannot open %s %s: %s", what, path,
-                              strerror(errno));
+                              strerror(err));
+    }
     *fd_p = fd;
     return HVD_OK;
 }
@@ -170,9 +177,7 @@ hvd_status_t hvd__text_file_read(const char *path, const char *what, uint64_t ma
         }
     }
     close(fd);
-    if (!buf && !(buf = malloc(1)))
-        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory reading %s %s", what, path);
-    buf[len] = '\0';
+    buf[len] = '\0'; /* (the first pass of the loop allocated buf) */
     *text_p = buf;
     *len_p = len;
     return HVD_OK;

@@ -322,30 +322,38 @@ static int parse_long(const char **p, long *v) {
     return 0;
 }
 
-/* Read pid, ppid, pgrp and session from /proc/<pid>/stat. -1 if the process is gone or is a
- * zombie (which no signal can affect and which its parent will reap). */
-static int read_stat(pid_t pid, proc_info_t *pi) {
-    char path[40], buf[512];
+/* /proc/<pid>/stat read into buf (size bytes), from its state on ("S ppid pgrp session ..."),
+ * or NULL when the process is gone. System calls only: the middleman uses it. */
+static const char *stat_fields(pid_t pid, char *buf, size_t size) {
+    char path[40];
     sbuf_t b = {path, sizeof path};
     sb_str(&b, "/proc/");
     sb_int(&b, pid);
     sb_str(&b, "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+        return NULL;
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
-        return -1;
+        return NULL;
     buf[n] = '\0';
-    /* "pid (comm) state ppid pgrp session ...": comm may hold anything, so the last ')' */
+    /* "pid (comm) state ...": comm may hold anything, so the state follows the last ')' */
     const char *p = memrchr(buf, ')', (size_t)n);
-    if (!p || p[1] != ' ' || !p[2])
+    return p && p[1] == ' ' && p[2] ? p + 2 : NULL;
+}
+
+/* Read pid, ppid, pgrp and session from /proc/<pid>/stat. -1 if the process is gone or is a
+ * zombie (which no signal can affect and which its parent will reap). */
+static int read_stat(pid_t pid, proc_info_t *pi) {
+    char buf[512];
+    const char *p = stat_fields(pid, buf, sizeof buf);
+    if (!p)
         return -1;
-    char state = p[2];
+    char state = p[0];
     if (state == 'Z' || state == 'X' || state == 'x')
         return -1;
-    p += 3;
+    p += 1;
     long ppid, pgrp, sid;
     if (parse_long(&p, &ppid) || parse_long(&p, &pgrp) || parse_long(&p, &sid))
         return -1;
@@ -603,19 +611,9 @@ static _Noreturn void middleman_main(exec_plan_t *plan, int ctl, int in_r, int i
 int hvd__spawn_cmd_stopped(const hvd_spawn_t *proc) {
     if (proc->cmd_pid <= 0 || proc->reported)
         return 0;
-    char path[40], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)proc->cmd_pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* "pid (comm) S ...": comm may hold ')' and spaces, so the state follows the last ')' */
-    const char *paren = strrchr(buf, ')');
-    return paren && paren[1] == ' ' && paren[2] == 'T';
+    char buf[512];
+    const char *p = stat_fields(proc->cmd_pid, buf, sizeof buf);
+    return p && *p == 'T';
 }
 
 int hvd__spawn_exit_code(int wait_status) {

@@ -82,6 +82,11 @@ check_bounded() { # NAME NEEDLE
   expect_contains "$1: message" "$ERR" "$2"
   ((MAXRSS_KB < 300000)) || fail "$1: horovodrun grew to $MAXRSS_KB KiB"
 }
+# a FIFO nobody writes to reads as empty: no open() waiting for ever
+mkfifo "$TMP/fifo"
+run_hvd --dry-run -np 1 --hostfile "$TMP/fifo" true
+expect_eq "unwritten FIFO exit" 2 "$RC"
+expect_contains "unwritten FIFO" "$ERR" "hostfile $TMP/fifo lists no hosts"
 FEED="cat /dev/zero"
 rss_run "$HVDRUN" --dry-run -np 1 --hostfile /dev/stdin true
 check_bounded "hostfile /dev/zero" "hostfile /dev/stdin: line 1 holds a NUL byte"
