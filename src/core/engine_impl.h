@@ -78,7 +78,8 @@ struct hvd_engine {
     pthread_cond_t cv;     /* a cycle ended: for waiters sleeping while another thread drives */
     int wake_fd;           /* eventfd: wakes the background thread (stop, work) */
     int drivers;           /* threads waiting, hence running cycles themselves (atomic) */
-    int bg_sleeping_long;  /* the background thread sleeps past a cycle time (atomic) */
+    int64_t bg_wake_at_us; /* when the background thread's sleep ends at the latest (atomic) */
+    uint64_t pushes;       /* hvd__engine_push calls that enqueued (atomic) */
     int sleepers;          /* threads waiting on cv (atomic; changed under state_lock) */
     uint64_t cycles;       /* completed (atomic; count_cycle) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */

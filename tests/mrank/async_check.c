@@ -22,6 +22,10 @@
  *              on a name the response cache knows; then normal work.
  *   partial    a name only rank 1 enqueues does not hold up other async or blocking work.
  *   join       rank r does 3 + r steps then joins: joined ranks contribute zeros.
+ *   unwaited   an operation nobody waits for (hvd_poll only) completes through the
+ *              background thread within a few cycle times: right after a tight loop of
+ *              enqueue + wait (the loop drives the cycles) and after 120-210 ms of idleness
+ *              (the thread backed off, or asleep on one rank).
  *   evict      (with HOROVOD_CACHE_CAPACITY=1) a name waiting as a cache hit on rank 0 is
  *              evicted by a new name before the other ranks enqueue it.
  *   shutdown   one rank shuts down while the others wait: they get HVD_ERR_SHUT_DOWN naming
@@ -1162,6 +1166,71 @@ static int scenario_evict(void) {
     return 0;
 }
 
+/* ---- unwaited ----------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Enqueue o and poll (never wait) until it is done: the seconds that took. */
+static double poll_until_done(op_t *o, int step) {
+    op_prepare(o, step);
+    double t0 = now_s();
+    op_enqueue(o);
+    int pl;
+    while ((pl = hvd_poll(o->h)) == 0) {
+        CHECK(now_s() - t0 < 30, "'%s' not done 30 s after the enqueue, polled only", o->name);
+        usleep(100);
+    }
+    CHECK(pl == 1, "hvd_poll of '%s' returned %d", o->name, pl);
+    double dt = now_s() - t0;
+    op_wait(o); /* done: releases the handle */
+    op_check(o, step);
+    return dt;
+}
+
+/* The background thread moves what nobody waits for. A push wakes it only when it would
+ * sleep past the push's cycle time (engine.c): after a loop of waited calls it is due within
+ * a cycle time anyway; after idleness it sleeps up to 50 ms (1 s on one rank) and the push
+ * must wake it. A lost wake-up shows in the median: about 25 ms (500 ms alone), against
+ * about one cycle time (1 ms) here. */
+static int scenario_unwaited(void) {
+    init_hvd();
+    enum { ROUNDS = 12 };
+    op_t x, u;
+    op_define(&x, "uw.loop", K_AR, HVD_FLOAT32, HVD_SUM, 1, -1000, 1000);
+    op_define(&u, "uw.alone", K_AR, HVD_INT32, HVD_SUM, 7, -1000, 1000);
+    op_alloc(&x);
+    op_alloc(&u);
+    double hot[ROUNDS], idle[ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < 300; i++) {
+            op_prepare(&x, i);
+            op_enqueue(&x);
+            op_wait(&x);
+        }
+        op_check(&x, 299);
+        hot[round] = poll_until_done(&u, 2 * round);
+        /* idle for 120 to 210 ms: the thread's back-off (1, 2, 4 .. 50 ms) meets the push
+         * at a different point of its sleep each round */
+        usleep((useconds_t)(120 + (round * 37) % 90) * 1000);
+        idle[round] = poll_until_done(&u, 2 * round + 1);
+    }
+    qsort(hot, ROUNDS, sizeof hot[0], cmp_double);
+    qsort(idle, ROUNDS, sizeof idle[0], cmp_double);
+    double hot_ms = 1e3 * hot[ROUNDS / 2], idle_ms = 1e3 * idle[ROUNDS / 2];
+    if (g_rank == 0)
+        printf("async_check unwaited: median %.2f ms after a loop, %.2f ms after idleness\n",
+               hot_ms, idle_ms);
+    CHECK(hot_ms < 10, "an unwaited operation after a loop took %.1f ms (median)", hot_ms);
+    CHECK(idle_ms < 10, "an unwaited operation after idleness took %.1f ms (median)", idle_ms);
+    op_free(&x);
+    op_free(&u);
+    OK(hvd_shutdown());
+    return 0;
+}
+
 /* ---- shutdown ----------------------------------------------------------------------- */
 
 static void shutdown_round(int shutter, int round) {
@@ -1501,6 +1570,7 @@ static const struct {
     {"join", scenario_join, 1},
     {"shutdown", scenario_shutdown, 1},
     {"evict", scenario_evict, 1},
+    {"unwaited", scenario_unwaited, 1},
     {"timeline", scenario_timeline, 0},
     {"loop", scenario_loop, 0},
     {"peer_death", scenario_peer_death, 0},

@@ -118,6 +118,9 @@ hvd_async_test(evict 2 ENV HOROVOD_CACHE_CAPACITY=1
 foreach(np 2 3)
   hvd_async_test(mixed ${np})
 endforeach()
+# What nobody waits for moves anyway (the background thread's wake-up on a push).
+hvd_async_test(unwaited 1)
+hvd_async_test(unwaited 2)
 hvd_async_test(threads 2)
 hvd_async_test(threads 4)
 hvd_async_test(duplicate 2)
