@@ -5,7 +5,8 @@ tensors of the given element counts.
     horovodrun -np 2 /usr/bin/python3 tools/pytorch_allreduce_latency.py \
         [--dist gloo|hvd] [--counts 1,262144] [--iters 2000] [--warmup 200]
 
-Each rank times every call; the reported figure is the median over the calls of the largest
+With hvd (no --dist) it times two forms: the blocking hvd.allreduce and
+hvd.synchronize(hvd.allreduce_async(...)). Each rank times every call; the reported figure is the median over the calls of the largest
 time over the ranks (the job waits for its slowest rank), in microseconds. --gloo runs the
 same loop under torch.distributed (gloo backend) with horovodrun as its launcher; --dist hvd
 under torch.distributed on the "hvd" backend (init_process_group("hvd"), the job's world). For the C
@@ -46,12 +47,12 @@ def main():
 
         def call(t):
             dist.all_reduce(t)
+        calls = [(f"torch.distributed.all_reduce ({backend})", call)]
 
         def slowest(x):
             t = torch.tensor([x], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             return t.item()
-        name = f"torch.distributed.all_reduce ({backend})"
     else:
         import horovod.torch as hvd
         hvd.init()
@@ -60,24 +61,28 @@ def main():
         def call(t):
             hvd.allreduce(t, op=hvd.Sum, name="latency")
 
+        def call_async(t):
+            hvd.synchronize(hvd.allreduce_async(t, op=hvd.Sum, name="latency.async"))
+        calls = [("hvd.allreduce", call), ("hvd.allreduce_async+synchronize", call_async)]
+
         def slowest(x):
             return hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max,
                                  name="latency.max").item()
-        name = "hvd.allreduce"
     for count in [int(c) for c in args.counts.split(",")]:
         t = torch.ones(count)
-        for _ in range(args.warmup):
-            call(t)
-        times = []
-        for _ in range(args.iters):
-            start = time.perf_counter()
-            call(t)
-            times.append(time.perf_counter() - start)
-        times.sort()
-        median = slowest(times[len(times) // 2])
-        if rank == 0:
-            print(f"{name}: np {size}, {count} float32 ({4 * count} bytes): "
-                  f"median {1e6 * median:.1f} us per call", flush=True)
+        for name, call in calls:
+            for _ in range(args.warmup):
+                call(t)
+            times = []
+            for _ in range(args.iters):
+                start = time.perf_counter()
+                call(t)
+                times.append(time.perf_counter() - start)
+            times.sort()
+            median = slowest(times[len(times) // 2])
+            if rank == 0:
+                print(f"{name}: np {size}, {count} float32 ({4 * count} bytes): "
+                      f"median {1e6 * median:.1f} us per call", flush=True)
 
 
 if __name__ == "__main__":
