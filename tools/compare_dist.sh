@@ -38,7 +38,9 @@ for np in $nps; do
     for peer in hvd gloo py; do
       flag="--dist $peer"
       [[ $peer == py ]] && flag=""
-      out=$("$run" -np "$np" $py "$here/pytorch_allreduce_latency.py" $flag 2>&1 | grep median)
+      # (with hvd the tool times allreduce_async + synchronize too: the blocking row only)
+      out=$("$run" -np "$np" $py "$here/pytorch_allreduce_latency.py" $flag 2>&1 | grep median |
+        grep -v allreduce_async)
       note "$peer$np.1" "$(grep ' 1 float32' <<<"$out" | sed -E 's/.*median ([0-9.]+) us.*/\1/')"
       note "$peer$np.m" "$(grep '262144 float32' <<<"$out" | sed -E 's/.*median ([0-9.]+) us.*/\1/')"
     done
