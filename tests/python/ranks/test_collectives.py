@@ -5,7 +5,7 @@ Expected values are computed locally from what every rank contributes (rank-depe
 inputs), so a wrong result on any rank fails that rank, and horovodrun ends the job.
 """
 import itertools
-
+import threading
 import time
 
 import pytest
@@ -173,6 +173,43 @@ def test_poll_then_synchronize():
     while not hvd.poll(h):
         pass
     assert torch.allclose(hvd.synchronize(h), torch.ones(4))
+
+
+def test_named_unnamed_and_unwaited_mixed_with_a_thread():
+    """Loops of named, unnamed and only-polled allreduces on the main thread while another
+    thread runs its own named ones: the callers run the cycles themselves, the background
+    thread moves what nobody waits for, and every result is right."""
+    r, n = hvd.rank(), hvd.size()
+    ranks_sum = sum(range(n))
+    errors = []
+
+    def worker():
+        try:
+            for i in range(150):
+                out = hvd.allreduce(torch.full((3,), float(r + i)), op=hvd.Sum, name="mix.thread")
+                assert torch.equal(out, torch.full((3,), float(ranks_sum + n * i))), (i, out)
+        except BaseException as e:  # noqa: B902 (reported by the main thread)
+            errors.append(e)
+
+    th = threading.Thread(target=worker)
+    th.start()
+    for i in range(300):
+        t = torch.tensor([float(r + i)])
+        if i % 3 == 0:
+            out = hvd.allreduce(t, op=hvd.Sum)  # unnamed: numbered alike on every rank
+        elif i % 3 == 1:
+            out = hvd.synchronize(hvd.allreduce_async(t, op=hvd.Sum, name="mix.named"))
+        else:
+            h = hvd.allreduce_async(t, op=hvd.Sum, name="mix.polled")
+            deadline = time.monotonic() + 30
+            while not hvd.poll(h):
+                assert time.monotonic() < deadline, f"mix.polled {i} not done after 30 s"
+                time.sleep(0.0002)
+            out = hvd.synchronize(h)
+        assert out.item() == float(ranks_sum + n * i), (i, out)
+    th.join(60)
+    assert not th.is_alive(), "the other thread's allreduces did not finish"
+    assert not errors, errors
 
 
 def test_enqueue_order_differs_between_ranks():
