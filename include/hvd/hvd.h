@@ -334,6 +334,11 @@ HVD_API int hvd_poll(hvd_handle_t handle);
  * hvd_last_error). The waiting thread drives the negotiation and the data itself, so a
  * wait costs no thread hand-off. Bounded by the job's timeout like every wait. */
 HVD_API hvd_status_t hvd_wait(hvd_handle_t handle);
+/* hvd_wait for a thread that waits while the process computes on every core (a completion
+ * thread beside the training threads): it drives the cycles too, but sleeps in the kernel
+ * whenever it waits for another rank instead of busy-polling first, so it never takes a core
+ * the computation needs. A little slower per operation when cores are free. */
+HVD_API hvd_status_t hvd_wait_resting(hvd_handle_t handle);
 
 /* For a rank that has run out of data: blocks until every rank has joined. Until then this
  * rank takes part in the other ranks' allreduces with zeros (AVERAGE still divides by the

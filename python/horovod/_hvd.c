@@ -335,12 +335,12 @@ static PyObject *take_output(PyObject *cap) {
     return out;
 }
 
-static PyObject *py_wait(PyObject *self, PyObject *arg) {
+static PyObject *wait_for(PyObject *arg, int resting) {
     long long h = PyLong_AsLongLong(arg);
     if (h == -1 && PyErr_Occurred())
         return NULL;
     hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_wait(h);
+    Py_BEGIN_ALLOW_THREADS st = resting ? hvd_wait_resting(h) : hvd_wait(h);
     Py_END_ALLOW_THREADS PyObject *cap = PyDict_GetItemWithError(pending_outputs, arg);
     if (!cap && PyErr_Occurred())
         return NULL;
@@ -360,6 +360,14 @@ static PyObject *py_wait(PyObject *self, PyObject *arg) {
     if (st != HVD_OK)
         return raise_status(st);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_wait(PyObject *self, PyObject *arg) {
+    return wait_for(arg, 0);
+}
+
+static PyObject *py_wait_resting(PyObject *self, PyObject *arg) {
+    return wait_for(arg, 1);
 }
 
 static PyObject *py_poll(PyObject *self, PyObject *arg) {
@@ -905,6 +913,8 @@ static PyMethodDef methods[] = {
     {"version", py_version, METH_NOARGS, NULL},
     {"enqueue", py_enqueue, METH_VARARGS, "Enqueue a group of operations; returns handles."},
     {"wait", py_wait, METH_O, "Wait for a handle; (Buffer, counts) for allocated outputs."},
+    {"wait_resting", py_wait_resting, METH_O,
+     "wait, without busy-polling (hvd_wait_resting): for a completion thread."},
     {"poll", py_poll, METH_O, NULL},
     {"join", py_join, METH_NOARGS, NULL},
     {"barrier", py_barrier, METH_VARARGS, NULL},

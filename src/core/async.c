@@ -225,14 +225,22 @@ int hvd_poll(hvd_handle_t handle) {
     return r;
 }
 
-hvd_status_t hvd_wait(hvd_handle_t handle) {
+static hvd_status_t wait_handle(hvd_handle_t handle, int resting) {
     hvd_context_t *c;
     hvd_status_t st = hvd__context_enter(&c);
     if (st != HVD_OK)
         return st;
-    st = hvd__engine_wait(c->engine, handle);
+    st = hvd__engine_wait(c->engine, handle, resting);
     hvd__context_leave();
     return st;
+}
+
+hvd_status_t hvd_wait(hvd_handle_t handle) {
+    return wait_handle(handle, 0);
+}
+
+hvd_status_t hvd_wait_resting(hvd_handle_t handle) {
+    return wait_handle(handle, 1);
 }
 
 hvd_status_t hvd_join(int *last_joined_rank_p) {

@@ -776,7 +776,7 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_posted_t *posted, hvd_respons
 /* A uniform cycle: the posted call, and nothing else. */
 static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t now) {
     /* (the data moves at full speed, as in process) */
-    if (e->ctx->tp)
+    if (e->ctx->tp && !e->resting)
         __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     hvd_status_t st = hvd__engine_run_blocking(e, posted, 1);
     return st != HVD_OK ? st : cycle_end(e, now);
@@ -854,8 +854,8 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
 
     /* Execute: the blocking call first, then the responses, fused. Only the background
      * thread's wait for the cycle messages is quiet: data moves at full speed, whichever
-     * thread moves it. */
-    if (e->ctx->tp)
+     * thread moves it, unless that thread rests (hvd_wait_resting). */
+    if (e->ctx->tp && !e->resting)
         __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     if (posted) {
         char missing[1024];

@@ -57,17 +57,29 @@ static void count_cycle(hvd_engine_t *e) {
 
 /* Run one cycle (prog_lock held; the caller counts it after releasing the lock). quiet: the
  * background thread's own cycle. */
-static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
+/* How the thread running a cycle waits for the other ranks. */
+enum {
+    DRIVE_FULL,       /* busy-polls first: a waiter on its own critical path */
+    DRIVE_BACKGROUND, /* the background thread: quiet for the cycle messages, data at speed */
+    DRIVE_RESTING     /* a resting waiter (hvd_wait_resting): quiet throughout */
+};
+
+static hvd_status_t cycle_locked(hvd_engine_t *e, int mode) {
     hvd_status_t st = HVD_OK;
     if (!hvd__engine_is_dead(e) && is_interrupted(e)) {
         fail_interrupted(e);
         st = e->int_status;
     } else if (!hvd__engine_is_dead(e)) {
         __atomic_store_n(&e->last_cycle_us, hvd__clock_now_us(), __ATOMIC_RELAXED);
+        /* While a thread of this process rests in its wait (the cores compute), every
+         * cycle here rests: the background thread's too, when it joins another rank's. */
+        int rest = mode == DRIVE_RESTING || __atomic_load_n(&e->resting_waiters, __ATOMIC_RELAXED);
         if (e->ctx->tp)
-            __atomic_store_n(&e->ctx->tp->quiet, quiet, __ATOMIC_RELAXED);
-        e->in_background = quiet;
+            __atomic_store_n(&e->ctx->tp->quiet, mode != DRIVE_FULL || rest, __ATOMIC_RELAXED);
+        e->in_background = mode == DRIVE_BACKGROUND;
+        e->resting = rest;
         st = hvd__engine_cycle(e, NULL);
+        e->resting = 0;
         if (e->ctx->tp)
             __atomic_store_n(&e->ctx->tp->quiet, 0, __ATOMIC_RELAXED);
     }
@@ -75,10 +87,10 @@ static hvd_status_t cycle_locked(hvd_engine_t *e, int quiet) {
 }
 
 /* Run one cycle if no other thread is running one (else return 1 at once). */
-static hvd_status_t try_cycle(hvd_engine_t *e, int quiet) {
+static hvd_status_t try_cycle(hvd_engine_t *e, int mode) {
     if (pthread_mutex_trylock(&e->prog_lock) != 0)
         return 1;
-    hvd_status_t st = cycle_locked(e, quiet);
+    hvd_status_t st = cycle_locked(e, mode);
     pthread_mutex_unlock(&e->prog_lock);
     count_cycle(e);
     return st;
@@ -112,11 +124,11 @@ static void wake_thread(hvd_engine_t *e) {
 /* One step for a waiter whose completion flag is *done: run a cycle, or, while another
  * thread runs one, spin briefly and then sleep until that cycle ends (completions happen
  * only inside cycles, so nothing is missed). */
-static void progress(hvd_engine_t *e, const int *done) {
+static void progress(hvd_engine_t *e, const int *done, int resting) {
     uint64_t seen = cycles_now(e);
-    if (try_cycle(e, 0) != 1)
+    if (try_cycle(e, resting ? DRIVE_RESTING : DRIVE_FULL) != 1)
         return;
-    for (int spin = 0; spin < 200; spin++) {
+    for (int spin = 0; !resting && spin < 200; spin++) {
         /* The cycle in progress (the background thread's, waiting quietly) is now on a
          * waiter's critical path: let it busy-poll. */
         if (e->ctx->tp)
@@ -136,7 +148,13 @@ static hvd_status_t tq_progress(void *arg) {
     /* hvd__tq_wait re-checks its entry after each call; the entry's done flag is not known
      * here, so sleep at most until the next cycle ends. */
     static const int never = 0;
-    progress(arg, &never);
+    progress(arg, &never, 0);
+    return HVD_OK;
+}
+
+static hvd_status_t tq_progress_resting(void *arg) {
+    static const int never = 0;
+    progress(arg, &never, 1);
     return HVD_OK;
 }
 
@@ -177,7 +195,7 @@ static void *thread_main(void *arg) {
         if (!dead && !driven && wfd >= 0 && pthread_mutex_trylock(&e->prog_lock) == 0) {
             int buffered = tp->ops->buffered && tp->ops->buffered(tp);
             if (buffered)
-                cycle_locked(e, 0);
+                cycle_locked(e, DRIVE_FULL);
             pthread_mutex_unlock(&e->prog_lock);
             if (buffered) {
                 count_cycle(e);
@@ -193,7 +211,7 @@ static void *thread_main(void *arg) {
         int64_t now = hvd__clock_now_us();
         int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
         if (!idle && !driven && now >= last + interval) {
-            if (try_cycle(e, 1) == 1)
+            if (try_cycle(e, DRIVE_BACKGROUND) == 1)
                 wait_cycle_end(e, seen, NULL);
             continue;
         }
@@ -230,7 +248,7 @@ static void *thread_main(void *arg) {
         }
         if (rc > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             /* A peer started a cycle: join it now, at full speed (someone waits on it). */
-            if (try_cycle(e, 0) == 1)
+            if (try_cycle(e, DRIVE_FULL) == 1)
                 wait_cycle_end(e, seen, NULL);
             continue;
         }
@@ -482,9 +500,13 @@ int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h) {
     return hvd__tq_poll(e->tq, h);
 }
 
-hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h) {
+hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h, int resting) {
     __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
-    hvd_status_t st = hvd__tq_wait(e->tq, h, tq_progress, e);
+    if (resting)
+        __atomic_add_fetch(&e->resting_waiters, 1, __ATOMIC_ACQ_REL);
+    hvd_status_t st = hvd__tq_wait(e->tq, h, resting ? tq_progress_resting : tq_progress, e);
+    if (resting)
+        __atomic_sub_fetch(&e->resting_waiters, 1, __ATOMIC_ACQ_REL);
     __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
     return st;
 }
@@ -495,7 +517,7 @@ hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
     hvd_status_t st = hvd__engine_push(e, &j, 1, &h);
     if (st != HVD_OK)
         return st;
-    st = hvd__engine_wait(e, h);
+    st = hvd__engine_wait(e, h, 0);
     if (st == HVD_OK && last_joined_rank_p) {
         pthread_mutex_lock(&e->state_lock);
         *last_joined_rank_p = e->last_joined;
@@ -648,7 +670,7 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
         pthread_mutex_unlock(&e->state_lock);
         __atomic_add_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
         while (!__atomic_load_n(&p.done, __ATOMIC_ACQUIRE))
-            progress(e, &p.done);
+            progress(e, &p.done, 0);
         __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_ACQ_REL);
     }
     pthread_mutex_unlock(&e->blocking_lock);

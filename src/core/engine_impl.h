@@ -78,6 +78,7 @@ struct hvd_engine {
     pthread_cond_t cv;     /* a cycle ended: for waiters sleeping while another thread drives */
     int wake_fd;           /* eventfd: wakes the background thread (stop, work) */
     int drivers;           /* threads waiting, hence running cycles themselves (atomic) */
+    int resting_waiters;   /* of those, in hvd_wait_resting (atomic) */
     int64_t bg_wake_at_us; /* when the background thread's sleep ends at the latest (atomic) */
     uint64_t pushes;       /* hvd__engine_push calls that enqueued (atomic) */
     int sleepers;          /* threads waiting on cv (atomic; changed under state_lock) */
@@ -95,6 +96,7 @@ struct hvd_engine {
     int64_t bg_interval_us;
     unsigned idle_cycles;          /* consecutive background cycles with nothing in flight here */
     int in_background;             /* the running cycle is the background thread's (prog_lock) */
+    int resting; /* the running cycle's thread waits quietly throughout (prog_lock; engine.c) */
     hvd_posted_t *posted;          /* state_lock */
     uint32_t blocking_seq[3];      /* blocking_lock */
     pthread_mutex_t blocking_lock; /* one blocking call at a time */

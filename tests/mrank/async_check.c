@@ -26,6 +26,9 @@
  *              background thread within a few cycle times: right after a tight loop of
  *              enqueue + wait (the loop drives the cycles) and after 120-210 ms of idleness
  *              (the thread backed off, or asleep on one rank).
+ *   resting    hvd_wait_resting: results right beside another thread's hvd_wait calls, and
+ *              waiting 20 ms at a time for a late rank costs its thread almost no CPU (where
+ *              hvd_wait busy-polls first).
  *   evict      (with HOROVOD_CACHE_CAPACITY=1) a name waiting as a cache hit on rank 0 is
  *              evicted by a new name before the other ranks enqueue it.
  *   shutdown   one rank shuts down while the others wait: they get HVD_ERR_SHUT_DOWN naming
@@ -1231,6 +1234,81 @@ static int scenario_unwaited(void) {
     return 0;
 }
 
+/* ---- resting ------------------------------------------------------------------------ */
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *resting_peer_main(void *arg) {
+    op_t *o = arg;
+    for (int step = 0; step < 200; step++) {
+        op_prepare(o, step);
+        op_enqueue(o);
+        op_wait(o);
+        op_check(o, step);
+    }
+    return NULL;
+}
+
+/* Rank 0's waits while every other rank enqueues 20 ms late: the thread CPU seconds they
+ * took, waited with hvd_wait_resting or hvd_wait. */
+static double late_waits_cpu(op_t *o, int resting, int first_step) {
+    double cpu = 0;
+    for (int i = 0; i < 10; i++) {
+        int step = first_step + i;
+        OK(hvd_barrier());
+        op_prepare(o, step);
+        if (g_rank != 0)
+            usleep(20 * 1000);
+        op_enqueue(o);
+        double c0 = thread_cpu_s();
+        hvd_status_t st = resting ? hvd_wait_resting(o->h) : hvd_wait(o->h);
+        cpu += thread_cpu_s() - c0;
+        if (st != HVD_OK)
+            fail_at(__LINE__, "waiting for '%s': %s: %s", o->name, hvd_status_str(st),
+                    hvd_last_error());
+        op_check(o, step);
+    }
+    return cpu;
+}
+
+static int scenario_resting(void) {
+    init_hvd();
+    op_t a, b, late;
+    op_define(&a, "rest.a", K_AR, HVD_FLOAT32, HVD_SUM, 1000, -1000, 1000);
+    op_define(&b, "rest.b", K_AR, HVD_INT32, HVD_SUM, 33, -1000, 1000);
+    op_define(&late, "rest.late", K_AR, HVD_FLOAT64, HVD_SUM, 5, -1000, 1000);
+    op_alloc(&a);
+    op_alloc(&b);
+    op_alloc(&late);
+    /* one thread waits resting, the other as usual, on the same engine */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, resting_peer_main, &b) == 0, "pthread_create");
+    for (int step = 0; step < 200; step++) {
+        op_prepare(&a, step);
+        op_enqueue(&a);
+        OK(hvd_wait_resting(a.h));
+        op_check(&a, step);
+    }
+    CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+    if (g_size > 1) {
+        double rest = late_waits_cpu(&late, 1, 0), spin = late_waits_cpu(&late, 0, 10);
+        if (g_rank == 0)
+            printf("async_check resting: 10 waits of 20 ms took %.2f ms of CPU resting, %.2f "
+                   "ms with hvd_wait\n", 1e3 * rest, 1e3 * spin);
+        if (g_rank == 0)
+            CHECK(rest < 0.008, "10 resting waits of 20 ms took %.1f ms of CPU", 1e3 * rest);
+    }
+    op_free(&a);
+    op_free(&b);
+    op_free(&late);
+    OK(hvd_shutdown());
+    return 0;
+}
+
 /* ---- shutdown ----------------------------------------------------------------------- */
 
 static void shutdown_round(int shutter, int round) {
@@ -1571,6 +1649,7 @@ static const struct {
     {"shutdown", scenario_shutdown, 1},
     {"evict", scenario_evict, 1},
     {"unwaited", scenario_unwaited, 1},
+    {"resting", scenario_resting, 1},
     {"timeline", scenario_timeline, 0},
     {"loop", scenario_loop, 0},
     {"peer_death", scenario_peer_death, 0},

@@ -121,6 +121,10 @@ endforeach()
 # What nobody waits for moves anyway (the background thread's wake-up on a push).
 hvd_async_test(unwaited 1)
 hvd_async_test(unwaited 2)
+# hvd_wait_resting: right results, and no busy-polling while a rank is late.
+hvd_async_test(resting 1)
+hvd_async_test(resting 2)
+hvd_async_test(resting 3)
 hvd_async_test(threads 2)
 hvd_async_test(threads 4)
 hvd_async_test(duplicate 2)

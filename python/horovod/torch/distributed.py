@@ -118,7 +118,10 @@ class _Completer:
                 self._busy += 1
                 handles, finish, fut = self._queue.popleft()
             try:
-                value, error = finish(_wait_all(handles)), None
+                # Resting: this thread waits while the training threads compute (DDP's
+                # buckets during the backward pass); busy-polling here took their cores
+                # (np 2 DDP step: 341 img/s spinning, 370 resting, 2026-11-27).
+                value, error = finish(_wait_all(handles, _hvd.wait_resting)), None
             except BaseException as e:  # noqa: B902 (every failure goes to the future)
                 value, error = None, _as_error(e)
             with self._cv:
@@ -149,13 +152,13 @@ class _Completer:
 _completer = _Completer()
 
 
-def _wait_all(handles):
+def _wait_all(handles, wait=_hvd.wait):
     """Every handle's result; each is waited for (and so released) even after one failed,
     and then the first failure is raised."""
     results, error = [], None
     for h in handles:
         try:
-            results.append(_hvd.wait(h))
+            results.append(wait(h))
         except RuntimeError as e:
             error = error or e
             results.append(None)
