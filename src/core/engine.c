@@ -55,15 +55,16 @@ static void count_cycle(hvd_engine_t *e) {
     }
 }
 
-/* Run one cycle (prog_lock held; the caller counts it after releasing the lock). quiet: the
- * background thread's own cycle. */
 /* How the thread running a cycle waits for the other ranks. */
 enum {
     DRIVE_FULL,       /* busy-polls first: a waiter on its own critical path */
-    DRIVE_BACKGROUND, /* the background thread: quiet for the cycle messages, data at speed */
+    DRIVE_BACKGROUND, /* the background thread's own cycle: quiet for the cycle messages,
+                       * the data at full speed */
     DRIVE_RESTING     /* a resting waiter (hvd_wait_resting): quiet throughout */
 };
 
+/* Run one cycle (prog_lock held; the caller counts it after releasing the lock), its thread
+ * waiting as mode (DRIVE_*) says. */
 static hvd_status_t cycle_locked(hvd_engine_t *e, int mode) {
     hvd_status_t st = HVD_OK;
     if (!hvd__engine_is_dead(e) && is_interrupted(e)) {
