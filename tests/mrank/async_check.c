@@ -1298,7 +1298,8 @@ static int scenario_resting(void) {
         double rest = late_waits_cpu(&late, 1, 0), spin = late_waits_cpu(&late, 0, 10);
         if (g_rank == 0)
             printf("async_check resting: 10 waits of 20 ms took %.2f ms of CPU resting, %.2f "
-                   "ms with hvd_wait\n", 1e3 * rest, 1e3 * spin);
+                   "ms with hvd_wait\n",
+                   1e3 * rest, 1e3 * spin);
         if (g_rank == 0)
             CHECK(rest < 0.008, "10 resting waits of 20 ms took %.1f ms of CPU", 1e3 * rest);
     }
