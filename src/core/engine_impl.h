@@ -94,8 +94,8 @@ struct hvd_engine {
      * the training code keeps its cores (at np=4 on 2 cores, cycling every millisecond
      * regardless halved the example's speed). */
     int64_t bg_interval_us;
-    unsigned idle_cycles;          /* consecutive background cycles with nothing in flight here */
-    int in_background;             /* the running cycle is the background thread's (prog_lock) */
+    unsigned idle_cycles; /* consecutive background cycles with nothing in flight here */
+    int in_background;    /* the running cycle is the background thread's (prog_lock) */
     int resting; /* the running cycle's thread waits quietly throughout (prog_lock; engine.c) */
     hvd_posted_t *posted;          /* state_lock */
     uint32_t blocking_seq[3];      /* blocking_lock */
