@@ -6,8 +6,9 @@ tensors of the given element counts.
         [--dist gloo|hvd] [--counts 1,262144] [--iters 2000] [--warmup 200]
 
 With hvd (no --dist) it times two forms: the blocking hvd.allreduce and
-hvd.synchronize(hvd.allreduce_async(...)). Each rank times every call; the reported figure is the median over the calls of the largest
-time over the ranks (the job waits for its slowest rank), in microseconds. --gloo runs the
+hvd.synchronize(hvd.allreduce_async(...)). Each rank times every call; the reported figure
+is the median over the calls of the largest time over the ranks (the job waits for its
+slowest rank), in microseconds. --gloo runs the
 same loop under torch.distributed (gloo backend) with horovodrun as its launcher; --dist hvd
 under torch.distributed on the "hvd" backend (init_process_group("hvd"), the job's world). For the C
 API's figure, run tools/hvd_allreduce_perf with the same sizes.

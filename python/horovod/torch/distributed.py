@@ -120,7 +120,8 @@ class _Completer:
             try:
                 # Resting: this thread waits while the training threads compute (DDP's
                 # buckets during the backward pass); busy-polling here took their cores
-                # (np 2 DDP step: 341 img/s spinning, 370 resting, 2026-11-27).
+                # (np 2 DDP step, three interleaved runs: 326-345 img/s spinning, 364-373
+                # resting, 2026-11-27).
                 value, error = finish(_wait_all(handles, _hvd.wait_resting)), None
             except BaseException as e:  # noqa: B902 (every failure goes to the future)
                 value, error = None, _as_error(e)
