@@ -7,8 +7,6 @@
 #include "collectives/ring.h"
 #include "common/error.h"
 
-#include <float.h>
-#include <math.h>
 #include <string.h>
 
 typedef struct adasum adasum_t;
@@ -24,11 +22,7 @@ typedef struct {
 
 struct adasum {
     hvd_group_t *g;
-    hvd_dtype_t w; /* working dtype: float32 or float64 */
-    size_t wsize;
-    const size_t *parts; /* tensor sizes in elements; one part of count when none given */
-    size_t nparts;
-    size_t *starts;        /* starts[k]: where part k begins (nparts + 1 entries, the last count) */
+    hvd_adasum_parts_t t;  /* the buffer's tensors, in the working dtype */
     double *sums, *theirs; /* 3 per part: a.b, |a|^2, |b|^2 */
     void *tmp;             /* what the partner sends */
     const char *what;
@@ -42,18 +36,16 @@ static hvd_status_t check_len(hvd_xfer_t *x) {
     return HVD_OK;
 }
 
-static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, size_t hi);
-
 static hvd_status_t chunk_arrived(hvd_xfer_t *x) {
     hvd_status_t st = check_len(x);
     arrival_t *r = x->arg;
     if (st != HVD_OK)
         return st;
     adasum_t *s = r->s;
-    size_t off = x->tag, n = x->iov[0].iov_len / s->wsize; /* (elements from the range start) */
-    const char *mine = r->mine + off * s->wsize, *theirs = (const char *)x->iov[0].iov_base;
-    partials_add(s, r->lower ? mine : theirs, r->lower ? theirs : mine, r->lo + off,
-                 r->lo + off + n);
+    size_t off = x->tag, n = x->iov[0].iov_len / s->t.wsize; /* (elements from the range start) */
+    const char *mine = r->mine + off * s->t.wsize, *theirs = (const char *)x->iov[0].iov_base;
+    hvd__adasum_dots(&s->t, s->sums, r->lower ? mine : theirs, r->lower ? theirs : mine,
+                     r->lo + off, r->lo + off + n);
     return HVD_OK;
 }
 
@@ -62,7 +54,7 @@ static hvd_status_t chunk_arrived(hvd_xfer_t *x) {
  * arrival (may be NULL) is told of each received chunk. */
 static hvd_status_t swap_chunks(adasum_t *s, int peer, const void *sbuf, size_t sbytes, void *rbuf,
                                 size_t rbytes, arrival_t *arrival) {
-    size_t chunk = HVD_RING_CHUNK_BYTES - HVD_RING_CHUNK_BYTES % s->wsize;
+    size_t chunk = HVD_RING_CHUNK_BYTES - HVD_RING_CHUNK_BYTES % s->t.wsize;
     size_t ns = (sbytes + chunk - 1) / chunk, nr = (rbytes + chunk - 1) / chunk;
     if (!ns && !nr)
         return HVD_OK;
@@ -80,7 +72,7 @@ static hvd_status_t swap_chunks(adasum_t *s, int peer, const void *sbuf, size_t 
         x->iov[0].iov_len = len;
         x->iovcnt = 1;
         if (!is_send) {
-            x->tag = at / s->wsize;
+            x->tag = at / s->t.wsize;
             x->on_done = arrival ? chunk_arrived : check_len;
             x->arg = arrival;
         }
@@ -93,115 +85,15 @@ static hvd_status_t swap(adasum_t *s, int peer, const void *sbuf, size_t sbytes,
     return swap_chunks(s, peer, sbuf, sbytes, rbuf, rbytes, NULL);
 }
 
-#define DEFINE_DOTS(NAME, T)                                                                       \
-    static void NAME(const T *a, const T *b, size_t n, double *out) {                              \
-        /* four lanes: independent sums the processor overlaps (one chain took 18 % of a           \
-         * 16 MiB Adasum at np 2, perf) */                                                         \
-        double ab[4] = {0}, aa[4] = {0}, bb[4] = {0};                                              \
-        size_t i = 0;                                                                              \
-        for (; i + 4 <= n; i += 4)                                                                 \
-            for (int l = 0; l < 4; l++) {                                                          \
-                double x = a[i + l], y = b[i + l];                                                 \
-                ab[l] += x * y;                                                                    \
-                aa[l] += x * x;                                                                    \
-                bb[l] += y * y;                                                                    \
-            }                                                                                      \
-        for (; i < n; i++) {                                                                       \
-            double x = a[i], y = b[i];                                                             \
-            ab[0] += x * y;                                                                        \
-            aa[0] += x * x;                                                                        \
-            bb[0] += y * y;                                                                        \
-        }                                                                                          \
-        out[0] += (ab[0] + ab[1]) + (ab[2] + ab[3]);                                               \
-        out[1] += (aa[0] + aa[1]) + (aa[2] + aa[3]);                                               \
-        out[2] += (bb[0] + bb[1]) + (bb[2] + bb[3]);                                               \
-    }
-DEFINE_DOTS(dots_f32, float)
-DEFINE_DOTS(dots_f64, double)
-
-/* out = ca a + cb b, in T: float32 values with float32 coefficients (their rounding is
- * below the result's own), which the compiler vectorises */
-#define DEFINE_SCALED_ADD(NAME, T)                                                                 \
-    static void NAME(T *out, const T *a, double ca, const T *b, double cb, size_t n) {             \
-        T fa = (T)ca, fb = (T)cb;                                                                  \
-        for (size_t i = 0; i < n; i++)                                                             \
-            out[i] = fa * a[i] + fb * b[i];                                                        \
-    }
-DEFINE_SCALED_ADD(scaled_add_f32, float)
-DEFINE_SCALED_ADD(scaled_add_f64, double)
-
-/* The first part that ends after element lo (binary search: a fused buffer of many tensors
- * is visited chunk by chunk, and a walk from the first part for every chunk was quadratic). */
-static size_t part_at(const adasum_t *s, size_t lo) {
-    size_t a = 0, b = s->nparts; /* the answer is in [a, b] */
-    while (a < b) {
-        size_t m = a + (b - a) / 2;
-        if (s->starts[m + 1] <= lo)
-            a = m + 1;
-        else
-            b = m;
-    }
-    return a;
-}
-
-/* The parts' overlap with [lo, hi), one at a time from part *k (part_at(s, lo) at first):
- * [*x, *y) the overlap of part *k, which the caller then steps past. Returns 0 at the end. */
-static int next_overlap(const adasum_t *s, size_t lo, size_t hi, size_t *k, size_t *x, size_t *y) {
-    for (; *k < s->nparts && s->starts[*k] < hi; ++*k) {
-        size_t start = s->starts[*k], end = s->starts[*k + 1];
-        *x = start > lo ? start : lo;
-        *y = end < hi ? end : hi;
-        if (*x < *y)
-            return 1;
-    }
-    return 0;
-}
-
-/* s->sums += per part (a.b, |a|^2, |b|^2) over [lo, hi), a and b indexed from lo. */
-static void partials_add(adasum_t *s, const void *a, const void *b, size_t lo, size_t hi) {
-    size_t k = part_at(s, lo), x, y;
-    while (next_overlap(s, lo, hi, &k, &x, &y)) {
-        size_t off = (x - lo) * s->wsize;
-        if (s->w == HVD_FLOAT32)
-            dots_f32((const float *)((const char *)a + off), (const float *)((const char *)b + off),
-                     y - x, &s->sums[3 * k]);
-        else
-            dots_f64((const double *)((const char *)a + off),
-                     (const double *)((const char *)b + off), y - x, &s->sums[3 * k]);
-        k++;
-    }
-}
-
-/* out[lo, hi) = per part ca a + cb b with the coefficients of s->sums (a, b, out indexed
- * from lo; out may be a or b). */
-static void combine(adasum_t *s, void *out, const void *a, const void *b, size_t lo, size_t hi) {
-    /* Horovod's bound: a squared norm below sqrt(DBL_MIN) counts as a zero vector */
-    const double tiny = sqrt(DBL_MIN);
-    size_t k = part_at(s, lo), x, y;
-    while (next_overlap(s, lo, hi, &k, &x, &y)) {
-        const double *m = &s->sums[3 * k];
-        double ca = m[1] >= tiny ? 1.0 - m[0] / (2.0 * m[1]) : 1.0;
-        double cb = m[2] >= tiny ? 1.0 - m[0] / (2.0 * m[2]) : 1.0;
-        size_t off = (x - lo) * s->wsize;
-        if (s->w == HVD_FLOAT32)
-            scaled_add_f32((float *)((char *)out + off), (const float *)((const char *)a + off), ca,
-                           (const float *)((const char *)b + off), cb, y - x);
-        else
-            scaled_add_f64((double *)((char *)out + off), (const double *)((const char *)a + off),
-                           ca, (const double *)((const char *)b + off), cb, y - x);
-        k++;
-    }
-}
-
 /* Sum s->sums over the 2^levels ranks of me's aligned block (recursive doubling). IEEE
  * addition commutes, so every rank of the block ends with the same bits. */
 static hvd_status_t block_sum(adasum_t *s, int me, int levels) {
-    size_t bytes = 3 * s->nparts * sizeof *s->sums;
+    size_t bytes = 3 * s->t.nparts * sizeof *s->sums;
     for (int j = 0; j < levels; j++) {
         hvd_status_t st = swap(s, me ^ (1 << j), s->sums, bytes, s->theirs, bytes);
         if (st != HVD_OK)
             return st;
-        for (size_t i = 0; i < 3 * s->nparts; i++)
+        for (size_t i = 0; i < 3 * s->t.nparts; i++)
             s->sums[i] += s->theirs[i];
     }
     return HVD_OK;
@@ -211,7 +103,7 @@ static hvd_status_t block_sum(adasum_t *s, int me, int levels) {
  * input, read in the first step only); on return, work holds the whole tree's. */
 static hvd_status_t halving_doubling(adasum_t *s, int me, int levels, const char *src, char *work,
                                      size_t count) {
-    size_t lo[32], hi[32], cur_lo = 0, cur_hi = count, ws = s->wsize;
+    size_t lo[32], hi[32], cur_lo = 0, cur_hi = count, ws = s->t.wsize;
     for (int l = 0; l < levels; l++, src = work) {
         int d = 1 << l, peer = me ^ d, lower = (me & d) == 0;
         size_t mid = cur_lo + (cur_hi - cur_lo) / 2;
@@ -221,7 +113,7 @@ static hvd_status_t halving_doubling(adasum_t *s, int me, int levels, const char
          * partial sums accumulate as the partner's chunks arrive */
         const char *mine = src + klo * ws;
         arrival_t arrival = {.s = s, .mine = mine, .lo = klo, .lower = lower};
-        memset(s->sums, 0, 3 * s->nparts * sizeof *s->sums);
+        memset(s->sums, 0, 3 * s->t.nparts * sizeof *s->sums);
         hvd_status_t st = swap_chunks(s, peer, src + slo * ws, (shi - slo) * ws, s->tmp,
                                       (khi - klo) * ws, &arrival);
         if (st != HVD_OK)
@@ -231,7 +123,7 @@ static hvd_status_t halving_doubling(adasum_t *s, int me, int levels, const char
         st = block_sum(s, me, l + 1);
         if (st != HVD_OK)
             return st;
-        combine(s, work + klo * ws, a, b, klo, khi);
+        hvd__adasum_combine(&s->t, s->sums, work + klo * ws, a, b, klo, khi);
         lo[l] = cur_lo = klo;
         hi[l] = cur_hi = khi;
     }
@@ -261,38 +153,27 @@ hvd_status_t hvd__adasum_check(hvd_dtype_t dtype) {
 hvd_status_t hvd__adasum_run(hvd_group_t *g, const void *send, void *recv, size_t count,
                              hvd_dtype_t dtype, double prescale, double postscale,
                              const size_t *parts, size_t nparts, const char *what) {
-    adasum_t s = {.g = g,
-                  .w = hvd__allreduce_work_dtype(dtype),
-                  .parts = parts,
-                  .nparts = nparts,
-                  .what = what};
-    size_t one = count;
-    if (!parts || !nparts) {
-        s.parts = &one;
-        s.nparts = 1;
-    }
-    s.wsize = hvd__dtype_size(s.w);
+    adasum_t s = {.g = g, .what = what};
+    size_t np = parts && nparts ? nparts : 1;
+    /* (sums, theirs and starts share one scratch: 6 doubles and a size_t per part, + 1) */
+    s.sums = hvd__group_scratch(g, 2, 6 * np * sizeof(double) + (np + 1) * sizeof(size_t));
+    if (!s.sums)
+        return HVD_ERR_NO_MEMORY;
+    s.theirs = s.sums + 3 * np;
+    hvd__adasum_parts(&s.t, dtype, (size_t *)(s.theirs + 3 * np), parts, nparts, count);
     int p = g->size, me = g->rank, levels = 0;
     while ((2 << levels) <= p)
         levels++;
     int q = 1 << levels;
-    size_t bytes = count * s.wsize;
-    char *work = s.w == dtype ? recv : hvd__group_scratch(g, 0, bytes + 1);
+    size_t bytes = count * s.t.wsize;
+    char *work = s.t.w == dtype ? recv : hvd__group_scratch(g, 0, bytes + 1);
     s.tmp = hvd__group_scratch(g, 1, bytes + 1);
-    /* (sums, theirs and starts share one scratch: 6 doubles and a size_t per part, + 1) */
-    s.sums =
-        hvd__group_scratch(g, 2, 6 * s.nparts * sizeof(double) + (s.nparts + 1) * sizeof(size_t));
-    if (!work || !s.tmp || !s.sums)
+    if (!work || !s.tmp)
         return HVD_ERR_NO_MEMORY;
-    s.theirs = s.sums + 3 * s.nparts;
-    s.starts = (size_t *)(s.theirs + 3 * s.nparts);
-    s.starts[0] = 0;
-    for (size_t k = 0; k < s.nparts; k++)
-        s.starts[k + 1] = s.starts[k] + s.parts[k];
     /* The input in the working dtype: read where it is when nothing converts or scales it
      * (the first step writes work; a copy up front took a third of the memory traffic). */
     const char *src = send;
-    if (s.w != dtype || prescale != 1.0 || p == 1 || send == recv) {
+    if (s.t.w != dtype || prescale != 1.0 || p == 1 || send == recv) {
         hvd__allreduce_to_work(work, send, count, dtype, prescale);
         src = work;
     }
@@ -306,10 +187,10 @@ hvd_status_t hvd__adasum_run(hvd_group_t *g, const void *send, void *recv, size_
     } else {
         if (me + q < p) {
             arrival_t arrival = {.s = &s, .mine = src, .lo = 0, .lower = 1};
-            memset(s.sums, 0, 3 * s.nparts * sizeof *s.sums);
+            memset(s.sums, 0, 3 * s.t.nparts * sizeof *s.sums);
             st = swap_chunks(&s, me + q, NULL, 0, s.tmp, bytes, &arrival);
             if (st == HVD_OK)
-                combine(&s, work, src, s.tmp, 0, count);
+                hvd__adasum_combine(&s.t, s.sums, work, src, s.tmp, 0, count);
             src = work;
         }
         if (st == HVD_OK)

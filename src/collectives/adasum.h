@@ -5,8 +5,8 @@
  *     (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
  *
  * (a coefficient stays 1 when its vector is zero), the dot product and squared norms summed in
- * float64. A buffer holding several tensors (a fused response) is that many vectors: each
- * tensor gets its own coefficients, so fusing never changes a result.
+ * float64 (adasum_math.h). A buffer holding several tensors (a fused response) is that many
+ * vectors: each tensor gets its own coefficients, so fusing never changes a result.
  *
  * The tree: a group of p ranks takes q, the largest power of two not above p. Rank q + i
  * (i < p - q) first hands its vector to rank i, which combines the two; then ranks 0..q-1
@@ -19,10 +19,13 @@
  * the properties of the pairwise operation (Adasum(a, a) = a, orthogonal vectors add, a zero
  * vector leaves the other) hold for any rank count, as for Horovod's power-of-two trees, to
  * which it is identical when p is a power of two. Each rank moves about twice its vector, as
- * a sum's halving-doubling does. */
+ * a sum's halving-doubling does. This is the algorithm over the transport; a group that is
+ * exactly one host's ranks computes the same tree in its shared-memory arena
+ * (hvd__shm_adasum, shm_coll.h). */
 #ifndef HVD_COLLECTIVES_ADASUM_H
 #define HVD_COLLECTIVES_ADASUM_H
 
+#include "collectives/adasum_math.h"
 #include "collectives/group.h"
 
 #include <hvd/types.h>
