@@ -172,6 +172,11 @@ hvd_status_t hvd__coll_adasum(hvd_group_t *g, const void *send, void *recv, size
                      .op = HVD_ADASUM,
                      .flags = g->ordered ? HVD_SIG_ORDERED : 0,
                      .count = count};
+    const int *idx;
+    hvd_arena_t *a = g->size > 1 ? hvd__group_arena(g, &idx) : NULL;
+    if (a)
+        return hvd__shm_adasum(g, a, idx, &sig, send, recv, count, dtype, prescale, postscale,
+                               parts, nparts, what);
     hvd_status_t st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);
     if (st != HVD_OK || count == 0)
         return st;

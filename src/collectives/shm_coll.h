@@ -23,6 +23,15 @@ hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
                                 hvd_reduce_op_t op, double prescale, double postscale,
                                 const char *what);
 
+/* Adasum (adasum.h's tree and pairwise operation, the same results up to the float64
+ * partial sums' order) in arena a, for a valid call of count > 0 elements or none: every
+ * rank combines its slice of every chunk, and a level of the tree is one step of partial
+ * dot products (shm_adasum.c says how). parts/nparts as for hvd__adasum_run. */
+hvd_status_t hvd__shm_adasum(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
+                             const void *send, void *recv, size_t count, hvd_dtype_t dtype,
+                             double prescale, double postscale, const size_t *parts, size_t nparts,
+                             const char *what);
+
 /* dst[0..n) = elements [at, at + n) of the current step's slots of group ranks 0..p-1 (idx),
  * reduced in rank order in the working dtype w through an L1-sized tile; dst may be that
  * range of this rank's own slot. */
