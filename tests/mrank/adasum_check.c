@@ -5,8 +5,9 @@
  *
  *   adasum_check SCENARIO
  *
- * values   blocking hvd_allreduce / hvd_allreduce_ex (scale factors) for float16, bfloat16,
- *          float32, float64 at sizes 0, 1, 2, 3, 7, 13, 1021, 65537, 262147
+ * values   blocking hvd_allreduce (out of place and in place) / hvd_allreduce_ex (scale
+ *          factors) for float16, bfloat16, float32, float64 at sizes 0, 1, 2, 3, 7, 13, 1021,
+ *          65537, 262147
  * fused    several named allreduces enqueued together (fused into one buffer): each tensor is
  *          a vector of its own, with its own coefficients
  * grouped  hvd_grouped_allreduce_async
@@ -179,6 +180,10 @@ static void scn_values(void) {
             double *want = reference(all, g_size, n, seed, 1.0);
             OK(hvd_allreduce(in, out, n, d->dt, HVD_ADASUM));
             compare("allreduce", d, out, want, n);
+            /* in place: the input is read where it is while the result is written over it */
+            memcpy(out, in, n * d->size);
+            OK(hvd_allreduce(out, out, n, d->dt, HVD_ADASUM));
+            compare("allreduce in place", d, out, want, n);
             /* in place, scaled: Adasum(c a, c b) = c Adasum(a, b) */
             double *scaled = reference(all, g_size, n, seed, 0.5 * 3.0);
             OK(hvd_allreduce_ex(in, in, n, d->dt, HVD_ADASUM, 0.5, 3.0, HVD_COMM_GLOBAL));
@@ -193,8 +198,10 @@ static void scn_values(void) {
 }
 
 /* Tensors of these sizes (elements) enqueued together: all under the fusion threshold and
- * the direct-reduction size, so one fused buffer holds them. */
-static const size_t PARTS[] = {5, 1, 300, 4099, 17};
+ * the direct-reduction size (128 KiB of float64), so one fused buffer holds them; more than
+ * a shared-memory slot (256 KiB) in every dtype, so that tensors and ranks' slices straddle
+ * the arena's chunks. */
+static const size_t PARTS[] = {5, 1, 300, 4099, 17, 16000, 15001, 16383, 12000, 16001};
 #define NPARTS (sizeof PARTS / sizeof PARTS[0])
 
 static void check_parts(const char *what, const dtype_t *d, void **outs, const int *members, int p,
