@@ -12,6 +12,9 @@
  * against values computed here independently, and #wrong counts the mismatches over all
  * ranks. Exit status 1 when any element was wrong.
  *
+ * -o takes a list of ops (-o sum,adasum): every iteration then calls each in turn, and each
+ * gets its row, so that ops compared on a machine whose speed drifts see the same moments.
+ *
  * -m step models the gradient allreduces of one training step instead: -N tensors (default
  * 100) whose sizes grow geometrically from -b to -e bytes (default 4K to 1M; -f is unused),
  * as a model's gradients spread from biases to weight matrices, and with -N 1 one tensor of -e
@@ -65,6 +68,9 @@ typedef struct {
     int ntensors; /* -m step */
     hvd_dtype_t dtype;
     hvd_reduce_op_t op;
+    /* -o with a list: the ops, called in turn on every iteration (op is the current one) */
+    hvd_reduce_op_t ops[6];
+    int nops;
 } opts_t;
 
 static double now_us(void) {
@@ -413,13 +419,19 @@ static void report_failure(int rank, hvd_status_t st) {
 /* ---- one collective per call, over a range of sizes ---- */
 
 /* Returns the exit status; *wrong_p receives the wrong elements over all sizes and ranks. */
-static int run_sizes(const opts_t *o, int rank, int size, long *wrong_p) {
-    int red = reduces(o->mode);
+static int run_sizes(const opts_t *o_in, int rank, int size, long *wrong_p) {
+    opts_t cur = *o_in, *o = &cur;
+    int red = reduces(o->mode), nops = red ? o->nops : 1;
     if (rank == 0) {
-        printf("# hvd_allreduce_perf: %s, %d ranks, %s%s%s, %d warm-up + %d timed calls per "
-               "size, %s\n",
-               MODES[o->mode], size, DTYPES[o->dtype], red ? " " : "", red ? OPS[o->op] : "",
-               o->warmup, o->iters, o->inplace ? "in place" : "out of place");
+        char ops[64] = "";
+        for (int k = 0; red && k < nops; k++)
+            snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", k ? "," : " ",
+                     OPS[o->ops[k]]);
+        printf("# hvd_allreduce_perf: %s, %d ranks, %s%s, %d warm-up + %d timed calls per "
+               "size%s, %s\n",
+               MODES[o->mode], size, DTYPES[o->dtype], ops, o->warmup, o->iters,
+               nops > 1 ? " and op, the ops in turn" : "",
+               o->inplace ? "in place" : "out of place");
         printf("# time: median per call (us), largest over ranks\n");
         printf("#%11s %12s %9s %7s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
                "root", "time", "algbw", "busbw", "#wrong");
@@ -427,7 +439,7 @@ static int run_sizes(const opts_t *o, int rank, int size, long *wrong_p) {
                "(GB/s)", "(GB/s)", "");
         fflush(stdout);
     }
-    double *times = malloc((size_t)o->iters * sizeof *times);
+    double *times = malloc((size_t)o->iters * (size_t)nops * sizeof *times);
     long total_wrong = 0;
     int rc = 0;
     for (double b = (double)o->minb; b <= (double)o->maxb * 1.0000001; b *= o->factor) {
@@ -445,13 +457,19 @@ static int run_sizes(const opts_t *o, int rank, int size, long *wrong_p) {
         }
         fill(o, send, nsend, rank);
         hvd_status_t st = HVD_OK;
+        /* with several ops, in turn: this machine's speed drifts, and every op sees the same */
         for (int i = 0; i < o->warmup && st == HVD_OK; i++)
-            st = run_once(o, send, recv, count);
-        for (int i = 0; i < o->iters && st == HVD_OK; i++) {
-            double t0 = now_us();
-            st = run_once(o, send, recv, count);
-            times[i] = now_us() - t0;
-        }
+            for (int k = 0; k < nops && st == HVD_OK; k++) {
+                o->op = o->ops[k];
+                st = run_once(o, send, recv, count);
+            }
+        for (int i = 0; i < o->iters && st == HVD_OK; i++)
+            for (int k = 0; k < nops && st == HVD_OK; k++) {
+                o->op = o->ops[k];
+                double t0 = now_us();
+                st = run_once(o, send, recv, count);
+                times[(size_t)k * (size_t)o->iters + (size_t)i] = now_us() - t0;
+            }
         if (st != HVD_OK) {
             report_failure(rank, st);
             rc = 1;
@@ -459,20 +477,23 @@ static int run_sizes(const opts_t *o, int rank, int size, long *wrong_p) {
             free(recv);
             break;
         }
-        double worst = median_over_ranks(times, o->iters);
-        long wrong = o->check ? check(o, send, recv, count, nsend, rank, size) : 0;
-        long wrong_all = wrong_over_ranks(wrong);
-        total_wrong += wrong_all;
-        size_t shown =
-            (o->mode == M_ALLREDUCE || o->mode == M_BROADCAST ? count : count * size) * es;
-        double algbw = (double)shown / (worst * 1e3);
-        if (rank == 0) {
-            char wr[24];
-            printf("%12zu %12zu %9s %7s %6d %10.2f %8.3f %8.3f %7s\n", shown, count,
-                   DTYPES[o->dtype], red ? OPS[o->op] : "none",
-                   o->mode == M_BROADCAST ? o->root : -1, worst, algbw, algbw * busf,
-                   wrong_column(o, wrong_all, wr));
-            fflush(stdout);
+        for (int k = 0; k < nops; k++) {
+            o->op = o->ops[k];
+            double worst = median_over_ranks(times + (size_t)k * (size_t)o->iters, o->iters);
+            long wrong = o->check ? check(o, send, recv, count, nsend, rank, size) : 0;
+            long wrong_all = wrong_over_ranks(wrong);
+            total_wrong += wrong_all;
+            size_t shown =
+                (o->mode == M_ALLREDUCE || o->mode == M_BROADCAST ? count : count * size) * es;
+            double algbw = (double)shown / (worst * 1e3);
+            if (rank == 0) {
+                char wr[24];
+                printf("%12zu %12zu %9s %7s %6d %10.2f %8.3f %8.3f %7s\n", shown, count,
+                       DTYPES[o->dtype], red ? OPS[o->op] : "none",
+                       o->mode == M_BROADCAST ? o->root : -1, worst, algbw, algbw * busf,
+                       wrong_column(o, wrong_all, wr));
+                fflush(stdout);
+            }
         }
         free(send);
         free(recv);
@@ -734,8 +755,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: hvd_allreduce_perf [-m allreduce|allgather|broadcast|alltoall|"
                "reducescatter|step] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR]\n"
                "                          [-w WARMUP] [-n ITERS] [-d DTYPE] "
-               "[-o sum|avg|min|max|prod] [-r ROOT] [-c 0|1] [-I] [-N TENSORS]\n"
-               "Run under horovodrun. Sizes take K, M, G suffixes. -I runs in place.\n"
+               "[-o sum|avg|adasum|min|max|prod[,OP...]] [-r ROOT] [-c 0|1] [-I] [-N TENSORS]\n"
+               "Run under horovodrun. Sizes take K, M, G suffixes. -I runs in place. -o with a "
+               "list (-o sum,adasum)\ncalls the ops in turn and prints a row for each.\n"
                "-m step: a training step's allreduces, -N tensors (default 100) sized "
                "geometrically from -b to -e\n"
                "(default 4K to 1M), reduced async (fused up to HOROVOD_FUSION_THRESHOLD), "
@@ -752,6 +774,8 @@ int main(int argc, char **argv) {
                 .check = 1,
                 .dtype = HVD_FLOAT32,
                 .op = HVD_SUM,
+                .ops = {HVD_SUM},
+                .nops = 1,
                 .ntensors = 100};
     int c, have_b = 0, have_e = 0;
     while ((c = getopt(argc, argv, "m:b:e:f:w:n:d:o:r:c:IN:h")) != -1) {
@@ -788,13 +812,24 @@ int main(int argc, char **argv) {
             }
             o.dtype = (hvd_dtype_t)k;
             break;
-        case 'o':
-            if ((k = lookup(optarg, OPS, 6)) < 0) {
-                fprintf(stderr, "hvd_allreduce_perf: unknown op '%s'\n", optarg);
+        case 'o': {
+            char list[128], *save = NULL;
+            snprintf(list, sizeof list, "%s", optarg);
+            o.nops = 0;
+            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if ((k = lookup(t, OPS, 6)) < 0 || o.nops == 6) {
+                    fprintf(stderr, "hvd_allreduce_perf: unknown op '%s' (or more than 6)\n", t);
+                    return 2;
+                }
+                o.ops[o.nops++] = (hvd_reduce_op_t)k;
+            }
+            if (o.nops == 0) {
+                fprintf(stderr, "hvd_allreduce_perf: -o needs an op\n");
                 return 2;
             }
-            o.op = (hvd_reduce_op_t)k;
+            o.op = o.ops[0];
             break;
+        }
         case 'r':
             o.root = atoi(optarg);
             break;
