@@ -149,8 +149,18 @@ static hvd_status_t gather(shm_adasum_t *s, hvd_sig_t *sig, const void *send, do
     size_t ws = s->t.wsize, os = hvd__dtype_size(s->dtype);
     hvd_arena_t *a = s->a;
     FOR_SLICES(s, v) {
-        hvd__allreduce_to_work(hvd__arena_data(a, a->self), (const uint8_t *)send + v.c * os, v.n,
-                               s->dtype, prescale);
+        /* (this rank's own slice it reads where the input is, if it may: the others only
+         * need theirs, and at np 2 that halves the writes into the slot) */
+        uint8_t *slot = hvd__arena_data(a, a->self);
+        const uint8_t *src = (const uint8_t *)send + v.c * os;
+        if (s->own) {
+            size_t after = v.lo + v.len;
+            hvd__allreduce_to_work(slot, src, v.lo, s->dtype, prescale);
+            hvd__allreduce_to_work(slot + after * ws, src + after * os, v.n - after, s->dtype,
+                                   prescale);
+        } else {
+            hvd__allreduce_to_work(slot, src, v.n, s->dtype, prescale);
+        }
         hvd_status_t st =
             v.c == 0 ? hvd__group_arena_agree(s->g, a, s->idx, sig, s->what) : step(s);
         if (st != HVD_OK)
