@@ -7,19 +7,23 @@
 #
 # Usage: tools/compare_hosts.sh [--shapes "2x2 3x2"] [any compare_allreduce.sh option but
 #          --np/--hosts]
-# A shape HxS is H hosts with S ranks each. Needs root, iproute2, openssh-server/-client
+#        tools/compare_hosts.sh [--shapes ...] --exec COMMAND [ARG...]
+# A shape HxS is H hosts with S ranks each. --exec runs COMMAND on h1 once per shape instead,
+# with HVD_COMPARE_SHAPE (2x2) and HVD_COMPARE_HOSTS (h1:2,h2:2) set, horovodrun reaching the
+# hosts as above. Needs root, iproute2, openssh-server/-client
 # (scripts/install-deps.sh) and, for the MPI peers, scripts/install-deps.sh --bench. The hosts
 # share this machine's cores: the numbers compare algorithms, not networks.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 netbed=${here%/tools}/tests/netns/netbed.sh
-shapes="2x2 3x2" rest=()
+shapes="2x2 3x2" rest=() exec_cmd=()
 while (($#)); do
   case $1 in
     --shapes) shapes=${2:?}; shift ;;
+    --exec) shift; exec_cmd=("$@"); (($#)) || { echo "compare_hosts: --exec needs a command" >&2; exit 2; }; break ;;
     --np | --hosts) echo "compare_hosts: $1 is set from --shapes" >&2; exit 2 ;;
-    -h | --help) sed -n '8,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '8,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) rest+=("$1") ;;
   esac
   shift
@@ -46,5 +50,14 @@ bash "$netbed" up "$max" --hostnames >/dev/null
 # horovodrun's start-up cache, kept out of the user's own.
 home=$HVD_NETBED_DIR/home
 mkdir -p "$home"
+if ((${#exec_cmd[@]})); then
+  set -- $shapes
+  for spec in $specs; do
+    bash "$netbed" exec h1 env PATH="$HVD_NETBED_DIR/bin:$PATH" HOME="$home" \
+      HVD_COMPARE_SHAPE="$1" HVD_COMPARE_HOSTS="$spec" "${exec_cmd[@]}" </dev/null
+    shift
+  done
+  exit 0
+fi
 bash "$netbed" exec h1 env PATH="$HVD_NETBED_DIR/bin:$PATH" HOME="$home" \
   bash "$here/compare_allreduce.sh" --hosts "$specs" "${rest[@]}" </dev/null
