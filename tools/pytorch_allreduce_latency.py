@@ -3,7 +3,7 @@ torch.distributed.all_reduce (gloo, or hvd's own torch.distributed backend), on 
 tensors of the given element counts.
 
     horovodrun -np 2 /usr/bin/python3 tools/pytorch_allreduce_latency.py \
-        [--dist gloo|hvd] [--counts 1,262144] [--iters 2000] [--warmup 200]
+        [--dist gloo|hvd] [--counts 1,262144] [--iters 2000] [--warmup 200] [--op adasum]
 
 With hvd (no --dist) it times two forms: the blocking hvd.allreduce and
 hvd.synchronize(hvd.allreduce_async(...)). Each rank times every call; the reported figure
@@ -11,7 +11,9 @@ is the median over the calls of the largest time over the ranks (the job waits f
 slowest rank), in microseconds. --gloo runs the
 same loop under torch.distributed (gloo backend) with horovodrun as its launcher; --dist hvd
 under torch.distributed on the "hvd" backend (init_process_group("hvd"), the job's world). For the C
-API's figure, run tools/hvd_allreduce_perf with the same sizes.
+API's figure, run tools/hvd_allreduce_perf with the same sizes. --op adasum times
+op=hvd.Adasum instead of the sum (the Horovod API only; Horovod 0.28.1 has it on CPU under
+its MPI controller, on a power-of-two number of ranks).
 """
 import argparse
 import os
@@ -27,12 +29,16 @@ parser.add_argument("--counts", default="1,262144", help="float32 elements per c
 parser.add_argument("--iters", type=int, default=2000)
 parser.add_argument("--warmup", type=int, default=200)
 parser.add_argument("--port", type=int, default=29512)
+parser.add_argument("--op", choices=["sum", "adasum"], default="sum",
+                    help="the reduction (adasum: the Horovod API only)")
 
 
 def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     backend = "gloo" if args.gloo else args.dist
+    if backend and args.op != "sum":
+        parser.error("--op adasum is for the Horovod API (no --dist/--gloo)")
     if backend:
         import torch.distributed as dist
         if backend == "hvd":
@@ -58,12 +64,13 @@ def main():
         import horovod.torch as hvd
         hvd.init()
         rank, size = hvd.rank(), hvd.size()
+        op = hvd.Adasum if args.op == "adasum" else hvd.Sum
 
         def call(t):
-            hvd.allreduce(t, op=hvd.Sum, name="latency")
+            hvd.allreduce(t, op=op, name="latency")
 
         def call_async(t):
-            hvd.synchronize(hvd.allreduce_async(t, op=hvd.Sum, name="latency.async"))
+            hvd.synchronize(hvd.allreduce_async(t, op=op, name="latency.async"))
         calls = [("hvd.allreduce", call), ("hvd.allreduce_async+synchronize", call_async)]
 
         def slowest(x):
@@ -82,7 +89,8 @@ def main():
             times.sort()
             median = slowest(times[len(times) // 2])
             if rank == 0:
-                print(f"{name}: np {size}, {count} float32 ({4 * count} bytes): "
+                print(f"{name}{' adasum' if args.op == 'adasum' else ''}: np {size}, "
+                      f"{count} float32 ({4 * count} bytes): "
                       f"median {1e6 * median:.1f} us per call", flush=True)
 
 
