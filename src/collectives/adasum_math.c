@@ -124,26 +124,6 @@ static int have_avx2(void) {
 #define AVX2_OR(NAME) NAME
 #endif
 
-static void dots_f32_any(const float *a, const float *b, size_t n, double *out) {
-#ifdef HVD_ADASUM_AVX2
-    if (have_avx2()) {
-        dots_f32_avx2(a, b, n, out);
-        return;
-    }
-#endif
-    dots_f32(a, b, n, out);
-}
-
-static void dots_f64_any(const double *a, const double *b, size_t n, double *out) {
-#ifdef HVD_ADASUM_AVX2
-    if (have_avx2()) {
-        dots_f64_avx2(a, b, n, out);
-        return;
-    }
-#endif
-    dots_f64(a, b, n, out);
-}
-
 /* The first part that ends after element lo (binary search: a fused buffer of many tensors
  * is visited chunk by chunk, and a walk from the first part for every chunk was quadratic). */
 static size_t part_at(const hvd_adasum_parts_t *t, size_t lo) {
@@ -178,11 +158,11 @@ void hvd__adasum_dots(const hvd_adasum_parts_t *t, double *sums, const void *a, 
     while (next_overlap(t, lo, hi, &k, &x, &y)) {
         size_t off = (x - lo) * t->wsize;
         if (t->w == HVD_FLOAT32)
-            dots_f32_any((const float *)((const char *)a + off),
-                         (const float *)((const char *)b + off), y - x, &sums[3 * k]);
+            (AVX2_OR(dots_f32))((const float *)((const char *)a + off),
+                                (const float *)((const char *)b + off), y - x, &sums[3 * k]);
         else
-            dots_f64_any((const double *)((const char *)a + off),
-                         (const double *)((const char *)b + off), y - x, &sums[3 * k]);
+            (AVX2_OR(dots_f64))((const double *)((const char *)a + off),
+                                (const double *)((const char *)b + off), y - x, &sums[3 * k]);
         k++;
     }
 }
