@@ -6,8 +6,13 @@
  *
  * The file is valid JSON after every event, so a job that is killed leaves a readable
  * timeline: every write is one pwrite of ",\n<event>\n]" that overwrites the previous
- * closing bracket. Thread safe (one lock); a write error disables the timeline with one
- * warning instead of failing the job. */
+ * closing bracket. One exception no writer can avoid: a write that crosses into a new page
+ * and is hit by SIGKILL stops at the page boundary (the kernel checks for a fatal signal
+ * between pages), leaving the last event cut; every event before it is whole, and the trace
+ * viewers, for which the closing bracket is optional, still load the file. (Each write must
+ * replace the old bracket and add the new one, so some write has to span every page
+ * boundary.) Thread safe (one lock); a write error disables the timeline with one warning
+ * instead of failing the job. */
 #ifndef HVD_TIMELINE_TIMELINE_H
 #define HVD_TIMELINE_TIMELINE_H
 
