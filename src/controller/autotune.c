@@ -16,16 +16,21 @@
 static const double STARTS[][2] = {{4, 5}, {32, 50}, {16, 25}, {8, 10}};
 #define NSTARTS 4
 
-enum { PH_BASELINE, PH_BAYES, PH_CATEGORICAL, PH_DONE };
+enum { PH_BASELINE, PH_BAYES, PH_CATEGORICAL, PH_CONFIRM, PH_DONE };
+/* The confirmation: the best and the starting configuration measured in turn, each this
+ * many times. */
+#define CONFIRM_ROUNDS 2
 enum { K_CACHE, K_HIER_ALLREDUCE, K_HIER_ALLGATHER, NKNOBS };
 
 struct hvd_tune {
     hvd_tune_config_t cfg;
     FILE *log;
     int phase;
-    hvd_tune_params_t cur, best;
+    hvd_tune_params_t cur, best, start;
     double best_score;
     int have_best;
+    double confirm[2 * CONFIRM_ROUNDS]; /* best, start, best, start, ... */
+    int nconfirm;
     /* the sample in progress */
     int64_t start_us;
     uint64_t bytes;
@@ -75,7 +80,7 @@ hvd_status_t hvd__tune_create(const hvd_tune_config_t *cfg, const hvd_tune_param
     if (!t)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for autotune");
     t->cfg = *cfg;
-    t->cur = t->best = *initial;
+    t->cur = t->best = t->start = *initial;
     t->start_us = -1;
     t->warmup_left = cfg->warmup_samples;
     t->tune_fusion = !cfg->pin_fusion;
@@ -143,6 +148,31 @@ static void apply_point(hvd_tune_t *t, const double *x) {
     memcpy(t->x, x, sizeof t->x);
 }
 
+/* The search is over. The best of many noisy scores is likely one that was lucky, and a
+ * configuration kept by luck would leave the job slower than it started: unless the best is
+ * the starting configuration, the two are measured in turn CONFIRM_ROUNDS times each, and
+ * the best is kept only if it scores higher over those rounds. */
+static void confirm_or_end(hvd_tune_t *t) {
+    if (t->phase != PH_CONFIRM && !same(&t->best, &t->start)) {
+        t->phase = PH_CONFIRM;
+        t->nconfirm = 0;
+        t->cur = t->best;
+        return;
+    }
+    if (t->phase == PH_CONFIRM) {
+        double b = 0, s = 0;
+        for (int i = 0; i < t->nconfirm; i++)
+            *(i % 2 ? &s : &b) += t->confirm[i];
+        if (s >= b) {
+            t->best = t->start;
+            t->best_score = s / CONFIRM_ROUNDS;
+        }
+    }
+    t->cur = t->best;
+    t->phase = PH_DONE;
+    log_line(t, &t->best, t->best_score);
+}
+
 /* The next knob of the categorical phase to try flipped, or the end. */
 static void next_knob(hvd_tune_t *t) {
     for (t->knob++; t->knob < NKNOBS; t->knob++) {
@@ -153,9 +183,7 @@ static void next_knob(hvd_tune_t *t) {
             return;
         }
     }
-    t->cur = t->best;
-    t->phase = PH_DONE;
-    log_line(t, &t->best, t->best_score);
+    confirm_or_end(t);
 }
 
 /* The Bayesian phase's next configuration, or on to the categorical phase. */
@@ -181,6 +209,14 @@ static void next_point(hvd_tune_t *t) {
 /* The current configuration scored score: record it, move to the next. */
 static void scored(hvd_tune_t *t, double score) {
     log_line(t, &t->cur, score);
+    if (t->phase == PH_CONFIRM) {
+        t->confirm[t->nconfirm++] = score;
+        if (t->nconfirm == 2 * CONFIRM_ROUNDS)
+            confirm_or_end(t);
+        else
+            t->cur = t->nconfirm % 2 ? t->start : t->best;
+        return;
+    }
     if (!t->have_best || score > t->best_score) {
         t->best = t->cur;
         t->best_score = score;

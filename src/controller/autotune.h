@@ -7,12 +7,16 @@
  * at most max_samples configurations; then each two-valued knob (the response cache on or off;
  * hierarchical allreduce and allgather, on jobs of several hosts) is tried the other way and
  * kept the better way. A pinned knob (set by the user: an environment variable or a flag) is
- * never changed.
+ * never changed. Last (hvd's own, not Horovod's), unless the best is the configuration the
+ * job started with: the two are scored in turn, twice each, and the best is kept only if it
+ * wins those rounds, so that a configuration that was only lucky once does not leave the job
+ * slower than it started.
  *
  * A configuration's score is the median of SAMPLES samples, each steps_per_sample steps
  * long (hvd__tune_step reports one step: the bytes it allreduced); the first warmup_samples
- * samples of the run are not scored. With a log path, every scored configuration is a CSV
- * line under Horovod's header, and the best one the last line.
+ * samples of the run are not scored. With a log path, every scored configuration (the
+ * confirmation's rounds too) is a CSV line under Horovod's header, and the one kept the last
+ * line.
  *
  * Pure bookkeeping: the engine reports steps and applies hvd__tune_params when told they
  * changed (rank 0 decides; core/ makes every rank switch at the same cycle). Not thread
