@@ -2,10 +2,12 @@
 # netbed: several "hosts" on this one machine, as Linux network namespaces joined by a bridge,
 # each running its own sshd.  See tests/netns/README.md.
 #
-#   netbed.sh up N [--isolated K] [--hostnames]
+#   netbed.sh up N [--isolated K] [--hostnames] [--rate RATE]
 #                                   hosts h1..hN on 10.77.0.0/24; h1..hK also on 10.78.0.0/24;
 #                                   --hostnames: each host also has a UTS namespace whose host
-#                                   name is h<i> (else all share this machine's)
+#                                   name is h<i> (else all share this machine's); --rate: every
+#                                   host sends at most RATE (tc's units: 10gbit) on eth0
+#                                   (HVD_NETBED_RATE gives the default)
 #   netbed.sh down                  kill everything in the bed, delete it; idempotent
 #   netbed.sh exec HOST cmd...      run cmd inside HOST's namespace (HOST: h3 or 3)
 #   netbed.sh status                what exists now
@@ -102,12 +104,17 @@ _nb_in_host() {
 }
 
 cmd_up() {
-  local n="" k=0 names=0
+  local n="" k=0 names=0 rate=${HVD_NETBED_RATE:-}
   while (($#)); do
     case $1 in
     --hostnames)
       names=1
       shift
+      ;;
+    --rate)
+      [[ $# -ge 2 ]] || _nb_die "--rate needs RATE (e.g. 10gbit)"
+      rate=$2
+      shift 2
       ;;
     --isolated)
       [[ $# -ge 2 ]] || _nb_die "--isolated needs K"
@@ -150,6 +157,7 @@ cmd_up() {
   chmod 700 "$NETBED_DIR"
   : >"$NETBED_DIR/.netbed"
   echo "$n $k" >"$NETBED_DIR/shape"
+  [[ -z $rate ]] || echo "$rate" >"$NETBED_DIR/rate"
   ((names)) && : >"$NETBED_DIR/hostnames"
   mkdir -p /run/sshd # sshd's privilege-separation dir (Debian's path); harmless if present
 
@@ -229,6 +237,15 @@ EOF
     _nb_run "h$i" ip -n "$br" link set "h${i}a" master br0 up
     _nb_run "h$i" ip -n "$h" addr add "$NETBED_NET.$i/24" dev eth0
     _nb_run "h$i" ip -n "$h" link set eth0 up
+    if [[ -n $rate ]]; then
+      # A link of RATE: a token bucket on what the host sends (each direction of a pair of
+      # hosts passes one). This kernel has no netem or fq, so a delay cannot be added: the
+      # rate alone makes a byte between hosts cost more than one inside a host. A burst of
+      # 64 KiB (one GSO packet; larger bursts let short messages through at veth speed) and
+      # room for 100 ms of queue, so that TCP sees a slow link rather than drops.
+      _nb_run "h$i: tc tbf $rate" ip netns exec "$h" tc qdisc replace dev eth0 root tbf \
+        rate "$rate" burst 64kb latency 100ms
+    fi
     if ((i <= k)); then
       _nb_run "h$i" ip -n "$br" link add "h${i}b" type veth peer name eth1 netns "$h"
       _nb_run "h$i" ip -n "$br" link set "h${i}b" master br1 up

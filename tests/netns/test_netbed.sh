@@ -127,17 +127,24 @@ if pgrep -f "$D/" >/dev/null; then fail "processes left: $(pgrep -af "$D/")"; el
 if [[ -e "$D" ]]; then fail "state dir $D left"; else pass "state dir removed"; fi
 if compgen -G "/etc/netns/${P}h*" >/dev/null; then fail "/etc/netns/${P}h* left"; else pass "no /etc/netns entry left"; fi
 
-# 5. --hostnames: each host (its sshd's sessions, and exec) has a host name of its own
+# 5. --hostnames: each host (its sshd's sessions, and exec) has a host name of its own;
+# --rate: each host's link is a token bucket of that rate
 downed=0
-if timeout 120 bash "$netbed" up 2 --hostnames >/dev/null 2>&1; then
+if timeout 120 bash "$netbed" up 2 --hostnames --rate 1gbit >/dev/null 2>&1; then
   got="$(nbexec h1 hostname) $(nbexec h1 env PATH="$D/bin:$PATH" ssh h2 hostname 2>&1)"
   if [[ $got == "h1 h2" && "$(hostname)" != h1 ]]; then
     pass "--hostnames: h1 and h2 by name (this machine: $(hostname))"
   else
     fail "--hostnames: host names '$got'"
   fi
+  q="$(nbexec h1 tc qdisc show dev eth0) / $(nbexec h2 tc qdisc show dev eth0)"
+  if [[ $q == *"tbf "*"rate 1Gbit"*/*"tbf "*"rate 1Gbit"* ]]; then
+    pass "--rate 1gbit: a 1 Gbit/s token bucket on h1's and h2's eth0"
+  else
+    fail "--rate 1gbit: qdiscs '$q'"
+  fi
 else
-  fail "netbed up 2 --hostnames"
+  fail "netbed up 2 --hostnames --rate 1gbit"
 fi
 timeout 60 bash "$netbed" down >/dev/null 2>&1 || fail "down after --hostnames"
 downed=1
