@@ -84,23 +84,20 @@ typedef struct {
     size_t c, n, lo, len, at;
 } slice_t;
 
-/* The slice of the chunk at element c, placed at at. */
-static slice_t slice_at(const shm_adasum_t *s, size_t c, size_t at) {
-    slice_t v = {.c = c, .n = s->count - c < s->chunk ? s->count - c : s->chunk, .at = at};
-    slice_of(v.n, s->g->size, s->g->rank, &v.lo, &v.len);
-    return v;
+/* How many chunks the vectors have. */
+static size_t nchunks(const shm_adasum_t *s) {
+    return (s->count + s->chunk - 1) / s->chunk;
 }
-
-/* Every chunk's slice, in order. */
-#define FOR_SLICES(s, v)                                                                           \
-    for (slice_t v = slice_at(s, 0, 0); v.c < (s)->count; v = slice_at(s, v.c + v.n, v.at + v.len))
 
 /* The slice of chunk k (every chunk but the last is whole, so each holds a whole chunk's
  * slice before it). */
 static slice_t slice_k(const shm_adasum_t *s, size_t k) {
-    size_t lo, len;
-    slice_of(s->chunk, s->g->size, s->g->rank, &lo, &len);
-    return slice_at(s, k * s->chunk, k * len);
+    size_t whole_lo, whole_len;
+    slice_of(s->chunk, s->g->size, s->g->rank, &whole_lo, &whole_len);
+    slice_t v = {.c = k * s->chunk, .at = k * whole_len};
+    v.n = s->count - v.c < s->chunk ? s->count - v.c : s->chunk;
+    slice_of(v.n, s->g->size, s->g->rank, &v.lo, &v.len);
+    return v;
 }
 
 /* Vector r's values in slice v, from its i-th element: in priv, or where own is. */
@@ -148,7 +145,8 @@ static hvd_status_t sum_partials(shm_adasum_t *s, size_t n) {
 static hvd_status_t gather(shm_adasum_t *s, hvd_sig_t *sig, const void *send, double prescale) {
     size_t ws = s->t.wsize, os = hvd__dtype_size(s->dtype);
     hvd_arena_t *a = s->a;
-    FOR_SLICES(s, v) {
+    for (size_t chunk = 0; chunk < nchunks(s); chunk++) {
+        slice_t v = slice_k(s, chunk);
         /* (this rank's own slice it reads where the input is, if it may: the others only
          * need theirs, and at np 2 that halves the writes into the slot) */
         uint8_t *slot = hvd__arena_data(a, a->self);
@@ -199,7 +197,8 @@ static hvd_status_t levels(shm_adasum_t *s) {
         for (int j = 0; j < n; j++)
             if (x[j] == me)
                 own_next = NULL;
-        FOR_SLICES(s, v) {
+        for (size_t k = 0; k < nchunks(s); k++) {
+            slice_t v = slice_k(s, k);
             s->own = own;
             for (int j = 0; j < n; j++)
                 hvd__adasum_combine(&s->t, s->tot + s->per_pair * (size_t)j, out(s, x[j], &v),
@@ -218,7 +217,7 @@ static hvd_status_t results(shm_adasum_t *s, void *recv, double postscale) {
     size_t ws = s->t.wsize, os = hvd__dtype_size(s->dtype);
     hvd_arena_t *a = s->a;
     /* last chunk first: the last gathered are those still in cache */
-    for (size_t k = (s->count - 1) / s->chunk + 1; k-- > 0;) {
+    for (size_t k = nchunks(s); k-- > 0;) {
         slice_t v = slice_k(s, k);
         uint8_t *mine = hvd__arena_data(a, a->self) + v.lo * ws;
         hvd__adasum_combine(&s->t, s->tot, mine, in(s, s->x[0], &v, 0), in(s, s->y[0], &v, 0),
@@ -314,8 +313,8 @@ hvd_status_t hvd__shm_adasum(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd
         return s.priv ? local_tree(&s, sig, send, recv, prescale, postscale) : HVD_ERR_NO_MEMORY;
     }
     s.chunk = a->data_bytes / ws;
-    FOR_SLICES(&s, v)
-    s.mine = v.at + v.len; /* (the last slice's end) */
+    slice_t last = slice_k(&s, nchunks(&s) - 1);
+    s.mine = last.at + last.len;
     s.priv = hvd__group_scratch(g, 0, (size_t)p * s.mine * ws + 1);
     if (!s.priv)
         return HVD_ERR_NO_MEMORY;
