@@ -63,7 +63,7 @@ DEFINE_SCALED_ADD(scaled_add_f64, double, )
     } while (0)
 #define ADASUM_LOAD_F32(P) _mm256_cvtps_pd(_mm_loadu_ps(P))
 #define ADASUM_LOAD_F64(P) _mm256_loadu_pd(P)
-#define DEFINE_DOTS_AVX2(NAME, T, LOAD)                                                            \
+#define DEFINE_DOTS_AVX2(NAME, T, LOAD, TAIL)                                                      \
     __attribute__((target("avx2,fma"))) static void NAME(const T *a, const T *b, size_t n,         \
                                                          double *out) {                            \
         __m256d ab0 = _mm256_setzero_pd(), ab1 = ab0, ab2 = ab0, ab3 = ab0;                        \
@@ -83,23 +83,15 @@ DEFINE_SCALED_ADD(scaled_add_f64, double, )
         __m256d sum[3] = {_mm256_add_pd(_mm256_add_pd(ab0, ab1), _mm256_add_pd(ab2, ab3)),         \
                           _mm256_add_pd(_mm256_add_pd(aa0, aa1), _mm256_add_pd(aa2, aa3)),         \
                           _mm256_add_pd(_mm256_add_pd(bb0, bb1), _mm256_add_pd(bb2, bb3))};        \
-        double lanes[4], r[3];                                                                     \
+        double lanes[4];                                                                           \
         for (int k = 0; k < 3; k++) {                                                              \
             _mm256_storeu_pd(lanes, sum[k]);                                                       \
-            r[k] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);                                  \
+            out[k] += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);                               \
         }                                                                                          \
-        for (; i < n; i++) {                                                                       \
-            double x = a[i], y = b[i];                                                             \
-            r[0] += x * y;                                                                         \
-            r[1] += x * x;                                                                         \
-            r[2] += y * y;                                                                         \
-        }                                                                                          \
-        out[0] += r[0];                                                                            \
-        out[1] += r[1];                                                                            \
-        out[2] += r[2];                                                                            \
+        TAIL(a + i, b + i, n - i, out); /* (the last n % 16 elements) */                           \
     }
-DEFINE_DOTS_AVX2(dots_f32_avx2, float, ADASUM_LOAD_F32)
-DEFINE_DOTS_AVX2(dots_f64_avx2, double, ADASUM_LOAD_F64)
+DEFINE_DOTS_AVX2(dots_f32_avx2, float, ADASUM_LOAD_F32, dots_f32)
+DEFINE_DOTS_AVX2(dots_f64_avx2, double, ADASUM_LOAD_F64, dots_f64)
 /* (the combination in 32-byte vectors: half the stores) */
 DEFINE_SCALED_ADD(scaled_add_f32_avx2, float, __attribute__((target("avx2,fma"))))
 DEFINE_SCALED_ADD(scaled_add_f64_avx2, double, __attribute__((target("avx2,fma"))))
