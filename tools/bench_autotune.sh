@@ -76,14 +76,15 @@ run() { # SETTING -> total img/s
       f=${f%c*}
       env=(HOROVOD_FUSION_THRESHOLD=$((f * 1024 * 1024)) HOROVOD_CYCLE_TIME=$c) ;;
   esac
-  env "${env[@]}" "$RUN" -np "$NP" "${HOSTS[@]}" "${args[@]}" /usr/bin/python3 "${BENCH[@]}" 2>/dev/null |
+  # (bounded: a run that hangs shows as "fail" in the table)
+  timeout -k 10 900 env "${env[@]}" "$RUN" -np "$NP" "${HOSTS[@]}" "${args[@]}" /usr/bin/python3 "${BENCH[@]}" 2>/dev/null |
     sed -n 's/.*Total img\/sec on [0-9]* rank(s): \([0-9.]*\).*/\1/p'
 }
 
 declare -A got
 for ((k = 1; k <= REPEATS; k++)); do
   for s in "${settings[@]}"; do
-    v=$(run "$s")
+    v=$(run "$s") || v="" # (a failed or hung run: "fail" below)
     got[$s]+="${v:-fail} "
     echo "repeat $k: $s $v" >&2
   done

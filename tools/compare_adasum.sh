@@ -33,7 +33,8 @@ rows() {
   local label=$1 s raw
   shift
   for s in $sizes; do
-    raw=$("$build/horovodrun" "$@" "$build/tools/hvd_allreduce_perf" -b "$s" -e "$s" \
+    # (bounded: a run that hangs shows as "failed" in the table)
+    raw=$(timeout -k 10 600 "$build/horovodrun" "$@" "$build/tools/hvd_allreduce_perf" -b "$s" -e "$s" \
       -n "$iters" -w 5 -d float32 -o sum,adasum -c 1 2>&1) || status=1
     # rank 0's rows: size count type op root time algbw busbw wrong
     echo "$raw" | awk -v label="$label" '
