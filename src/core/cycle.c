@@ -150,6 +150,44 @@ static int get_bit(const uint8_t *words, uint32_t bit) {
     return (words[bit / 8] >> (bit % 8)) & 1;
 }
 
+/* The first set bit at or after bit `from` of nwords words, or UINT32_MAX. Zero words are
+ * skipped whole: a full cache is 1024 bits, most of them clear in any one cycle, and a
+ * bit-by-bit walk of them cost microseconds on every cycle. */
+static uint32_t next_bit(const uint8_t *words, uint32_t nwords, uint32_t from) {
+    for (uint32_t w = from / 64; w < nwords; w++) {
+        uint64_t word;
+        memcpy(&word, words + (size_t)w * 8, 8);
+        if (!word)
+            continue;
+        for (uint32_t b = w == from / 64 ? from : w * 64; b < (w + 1) * 64; b++)
+            if (get_bit(words, b))
+                return b;
+    }
+    return UINT32_MAX;
+}
+
+/* dst &= src, n bytes, a word at a time (src may be unaligned: it points into a message). */
+static void and_words(uint8_t *dst, const uint8_t *src, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, dst + i, 8);
+        memcpy(&b, src + i, 8);
+        a &= b;
+        memcpy(dst + i, &a, 8);
+    }
+}
+
+/* dst |= src, n bytes (a multiple of 8) */
+static void or_words(uint8_t *dst, const uint8_t *src, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, dst + i, 8);
+        memcpy(&b, src + i, 8);
+        a |= b;
+        memcpy(dst + i, &a, 8);
+    }
+}
+
 /* Encode this rank's cycle message into e->msg. Word areas in e->words: [0] hits,
  * [1] invalid, [2] AND of every rank's hits, [3] OR of every rank's invalid bits (the
  * bit-vectors are little-endian u64 words, i.e. bit b is byte b/8, bit b%8). */
@@ -214,15 +252,15 @@ static const char *host_of(hvd_engine_t *e, int rank) {
 
 /* Erase, on every rank alike, the cache entries some rank found stale; move this rank's
  * operations whose entries are gone to the uncached list. */
-static hvd_status_t erase_invalid(hvd_engine_t *e, uint32_t nwords, const uint8_t *or_words) {
-    for (uint32_t b = 0; b < nwords * 64; b++)
-        if (get_bit(or_words, b))
-            hvd__cache_erase(e->cache, b);
+static hvd_status_t erase_invalid(hvd_engine_t *e, uint32_t nwords, const uint8_t *stale) {
+    for (uint32_t b = next_bit(stale, nwords, 0); b != UINT32_MAX;
+         b = next_bit(stale, nwords, b + 1))
+        hvd__cache_erase(e->cache, b);
     hvd_pend_list_t *lists[2] = {&e->hits, &e->invalid};
     for (int k = 0; k < 2; k++) {
         hvd_pend_list_t *l = lists[k];
         for (size_t i = 0; i < l->n;) {
-            if (k == 1 || get_bit(or_words, l->v[i].bit)) {
+            if (k == 1 || get_bit(stale, l->v[i].bit)) {
                 hvd_status_t st = pend_add(&e->uncached, l->v[i].e, 0, l->v[i].since_ms);
                 if (st != HVD_OK)
                     return st;
@@ -802,18 +840,17 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     memset(stale, 0, wbytes);
     for (int r = 0; r < p; r++) {
         const hvd_cycle_msg_t *m = &e->msgs[r];
-        for (size_t b = 0; b < wbytes; b++) {
-            common[b] &= m->hits[b];
-            if (m->invalid)
-                stale[b] |= m->invalid[b];
-        }
+        and_words(common, m->hits, wbytes);
+        if (m->invalid)
+            or_words(stale, m->invalid, wbytes);
         any_uncached |= (m->flags & HVD_CYC_UNCACHED) != 0;
         any_invalid |= m->invalid != NULL;
         if ((m->flags & HVD_CYC_SHUTDOWN) && (shut_rank < 0 || r == g->rank))
             shut_rank = r;
     }
-    for (size_t b = 0; b < wbytes; b++)
-        common[b] &= (uint8_t)~stale[b];
+    if (any_invalid)
+        for (size_t b = 0; b < wbytes; b++)
+            common[b] &= (uint8_t)~stale[b];
     if (e->tl)
         timeline_hits(e, nwords, common);
     if (any_invalid) {
@@ -823,9 +860,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     }
 
     /* Responses: the common hits in bit order, then what the coordinator found ready. */
-    for (uint32_t b = 0; b < nbits; b++) {
-        if (!get_bit(common, b))
-            continue;
+    for (uint32_t b = next_bit(common, nwords, 0); b < nbits; b = next_bit(common, nwords, b + 1)) {
         const hvd_request_t *r = hvd__cache_get(e->cache, b);
         if (!r)
             return hvd__error_set(HVD_ERR_PROTOCOL, "cache bit %u is set but empty", b);
