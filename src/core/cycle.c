@@ -530,6 +530,14 @@ static int same_sizes(const hvd_response_t *r) {
     return 1;
 }
 
+/* Horovod names an unnamed operation "<kind>.noname.<n>", n counting up (the Python layer
+ * does the same, per process set): such a name never comes back, so a cache entry for it
+ * would only push out entries that do, one eviction (and a warning) per call. The rule is
+ * the name's, so every rank decides alike. */
+static int one_time_name(const char *name) {
+    return strstr(name, ".noname.") != NULL;
+}
+
 /* Cache the new responses' requests (every rank alike, in order) before they run: their
  * entries may be released as soon as they complete. */
 static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, uint32_t from) {
@@ -544,6 +552,8 @@ static hvd_status_t cache_fresh(hvd_engine_t *e, const hvd_response_list_t *l, u
             continue; /* the cache reproduces one first dimension for every rank */
         if (r->pset)
             continue; /* see classify */
+        if (one_time_name(r->names[0]))
+            continue;
         hvd_request_t q;
         hvd_entry_t *x = hvd__tq_find(e->tq, r->names[0]);
         if (x && x->taken && x->type == r->type) {

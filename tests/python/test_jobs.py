@@ -190,3 +190,14 @@ def test_horovod_run_function_api():
     assert out["failed"] and "exited with status 1" in out["failed"], out["failed"]
     assert "rank one gives up" in r.stdout + r.stderr  # the failing rank's traceback
     assert out["both"] == "Argument hosts and hostfile only allow one provided."
+
+
+@pytest.mark.parametrize("kind,evicts", [("unnamed", False), ("named", True)])
+def test_unnamed_operations_stay_out_of_the_response_cache(kind, evicts):
+    """Unnamed operations' names never recur: they must not evict the cache's entries (with
+    two entries, forty names once each would evict on every call and print the warning)."""
+    script = os.path.join(SOURCE, "tests/python/jobs/cache_names.py")
+    r = run(["-np", "2", sys.executable, script, kind], HOROVOD_CACHE_CAPACITY="2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(f"DONE {kind}") == 2, r.stdout + r.stderr
+    assert ("has been evicted from cache" in r.stderr) == evicts, r.stderr
