@@ -268,7 +268,10 @@ static void complete_locked(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, co
     if (!e->in_flight)
         return;
     e->status = status;
-    snprintf(e->error, sizeof e->error, "%s", message ? message : "");
+    if (message && *message) /* (most complete with no message: no snprintf for them) */
+        snprintf(e->error, sizeof e->error, "%s", message);
+    else
+        e->error[0] = '\0';
     e->in_flight = 0;
     unlink_name(q, e);
     q->in_flight--;
