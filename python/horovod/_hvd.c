@@ -162,13 +162,37 @@ static int64_t *int64_array(PyObject *seq, Py_ssize_t want, int *n_p, const char
     return v;
 }
 
-/* Everything one enqueue call allocated, freed whatever happened. */
+/* Everything one enqueue call allocated, freed whatever happened. A batch of one (every
+ * operation but the grouped ones) lives in the inline slots: no allocation per call. */
 typedef struct {
     hvd_tensor_op_t *ops;
     int64_t **shapes, **splits;
     out_rec_t **recs;
     Py_ssize_t n;
+    hvd_tensor_op_t op1;
+    int64_t *shape1, *splits1;
+    out_rec_t *rec1;
 } batch_t;
+
+/* Point b's arrays at storage for n operations; 0, or -1 with MemoryError set. */
+static int batch_init(batch_t *b, Py_ssize_t n) {
+    *b = (batch_t){.n = n};
+    if (n == 1) {
+        b->ops = &b->op1;
+        b->shapes = &b->shape1;
+        b->splits = &b->splits1;
+        b->recs = &b->rec1;
+        return 0;
+    }
+    b->ops = calloc((size_t)n, sizeof *b->ops);
+    b->shapes = calloc((size_t)n, sizeof *b->shapes);
+    b->splits = calloc((size_t)n, sizeof *b->splits);
+    b->recs = calloc((size_t)n, sizeof *b->recs);
+    if (b->ops && b->shapes && b->splits && b->recs)
+        return 0;
+    PyErr_NoMemory();
+    return -1;
+}
 
 static void batch_free(batch_t *b) {
     for (Py_ssize_t i = 0; i < b->n; i++) {
@@ -179,6 +203,8 @@ static void batch_free(batch_t *b) {
         if (b->recs)
             out_rec_free(b->recs[i]);
     }
+    if (b->ops == &b->op1)
+        return;
     free(b->ops);
     free(b->shapes);
     free(b->splits);
@@ -249,36 +275,40 @@ static int parse_item(PyObject *item, hvd_tensor_op_t *o, int64_t **shape_p, int
     return 0;
 }
 
+/* Parse every item of b and enqueue them (the GIL released); 0, or -1 with the error set. */
+static int batch_enqueue(batch_t *b, int type, PyObject *const *items, hvd_handle_t *handles) {
+    for (Py_ssize_t i = 0; i < b->n; i++)
+        if (parse_item(items[i], &b->ops[i], &b->shapes[i], &b->splits[i], &b->recs[i]) != 0)
+            return -1;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, b->ops, (size_t)b->n, handles);
+    Py_END_ALLOW_THREADS if (st != HVD_OK) {
+        raise_status(st);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_enqueue(PyObject *self, PyObject *args) {
     int type;
     PyObject *items;
     if (!PyArg_ParseTuple(args, "iO!", &type, &PyList_Type, &items))
         return NULL;
-    batch_t b = {.n = PyList_GET_SIZE(items)};
-    if (b.n == 0) {
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n == 0) {
         PyErr_SetString(PyExc_ValueError, "enqueue: no tensors");
         return NULL;
     }
-    b.ops = calloc((size_t)b.n, sizeof *b.ops);
-    b.shapes = calloc((size_t)b.n, sizeof *b.shapes);
-    b.splits = calloc((size_t)b.n, sizeof *b.splits);
-    b.recs = calloc((size_t)b.n, sizeof *b.recs);
-    hvd_handle_t *handles = calloc((size_t)b.n, sizeof *handles);
+    batch_t b;
+    hvd_handle_t handle1, *handles = n == 1 ? &handle1 : calloc((size_t)n, sizeof *handles);
     PyObject *result = NULL;
-    if (!b.ops || !b.shapes || !b.splits || !b.recs || !handles) {
-        PyErr_NoMemory();
+    if (batch_init(&b, n) != 0 || !handles) {
+        if (!handles)
+            PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0; i < b.n; i++)
-        if (parse_item(PyList_GET_ITEM(items, i), &b.ops[i], &b.shapes[i], &b.splits[i],
-                       &b.recs[i]) != 0)
-            goto out;
-    hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, b.ops, (size_t)b.n, handles);
-    Py_END_ALLOW_THREADS if (st != HVD_OK) {
-        raise_status(st);
+    if (batch_enqueue(&b, type, &PyList_GET_ITEM(items, 0), handles) != 0)
         goto out;
-    }
     if (!(result = PyList_New(b.n)))
         goto out;
     for (Py_ssize_t i = 0; i < b.n; i++) {
@@ -304,13 +334,14 @@ static PyObject *py_enqueue(PyObject *self, PyObject *args) {
     }
 out:
     batch_free(&b);
-    free(handles);
+    if (handles != &handle1)
+        free(handles);
     return result;
 }
 
-/* The allocated output of a completed handle as (Buffer, counts). */
-static PyObject *take_output(PyObject *cap) {
-    out_rec_t *r = PyCapsule_GetPointer(cap, "hvd.out");
+/* The allocated output of a completed operation as (Buffer, counts); the Buffer takes r's
+ * memory. */
+static PyObject *take_output(out_rec_t *r) {
     buffer_t *buf = PyObject_New(buffer_t, &buffer_type);
     PyObject *counts = PyTuple_New(r->n);
     if (!buf || !counts) {
@@ -335,6 +366,40 @@ static PyObject *take_output(PyObject *cap) {
     return out;
 }
 
+/* run(type, item): enqueue one operation and wait for it, the GIL released once for both:
+ * the blocking collectives' path, with no handle for Python to keep. Returns what wait
+ * returns. */
+static PyObject *py_run(PyObject *self, PyObject *args) {
+    int type;
+    PyObject *item;
+    if (!PyArg_ParseTuple(args, "iO", &type, &item))
+        return NULL;
+    batch_t b;
+    PyObject *result = NULL;
+    if (batch_init(&b, 1) != 0)
+        return NULL;
+    if (parse_item(item, &b.op1, &b.shape1, &b.splits1, &b.rec1) != 0)
+        goto out;
+    hvd_handle_t h;
+    hvd_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, &b.op1, 1, &h);
+    if (st == HVD_OK)
+        st = hvd_wait(h); /* the library is done with the record once this returns */
+    Py_END_ALLOW_THREADS if (st != HVD_OK) {
+        raise_status(st);
+        goto out;
+    }
+    if (b.rec1) {
+        result = take_output(b.rec1);
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+out:
+    batch_free(&b);
+    return result;
+}
+
 static PyObject *wait_for(PyObject *arg, int resting) {
     long long h = PyLong_AsLongLong(arg);
     if (h == -1 && PyErr_Occurred())
@@ -352,7 +417,7 @@ static PyObject *wait_for(PyObject *arg, int resting) {
             return NULL;
         }
         if (st == HVD_OK)
-            out = take_output(cap);
+            out = take_output(PyCapsule_GetPointer(cap, "hvd.out"));
         Py_DECREF(cap); /* frees the record (and the memory, unless the Buffer took it) */
         if (st == HVD_OK)
             return out;
@@ -912,6 +977,8 @@ static PyMethodDef methods[] = {
     {"is_homogeneous", py_is_homogeneous, METH_NOARGS, NULL},
     {"version", py_version, METH_NOARGS, NULL},
     {"enqueue", py_enqueue, METH_VARARGS, "Enqueue a group of operations; returns handles."},
+    {"run", py_run, METH_VARARGS,
+     "Enqueue one operation and wait for it; returns what wait returns."},
     {"wait", py_wait, METH_O, "Wait for a handle; (Buffer, counts) for allocated outputs."},
     {"wait_resting", py_wait_resting, METH_O,
      "wait, without busy-polling (hvd_wait_resting): for a completion thread."},
