@@ -389,6 +389,24 @@ def test_unsupported_dtype_is_refused():
         hvd.allreduce(torch.ones(3, dtype=torch.complex64))
 
 
+def test_tensors_off_the_cpu_and_non_tensors_are_refused_by_name():
+    meta = torch.empty(3, device="meta")  # a device that is not the CPU, on any build
+    for call in (hvd.allreduce, hvd.allreduce_, hvd.allreduce_async):
+        with pytest.raises(ValueError, match="on meta"):
+            call(meta, name="off.cpu")
+        with pytest.raises(TypeError, match="list"):
+            call([1.0, 2.0], name="not.a.tensor")
+    # nothing was enqueued: the names are free, and the job goes on
+    assert torch.allclose(hvd.allreduce(torch.ones(2), name="off.cpu"), torch.ones(2))
+
+
+def test_synchronize_twice_and_unknown_handles_return_none():
+    h = hvd.allreduce_async(torch.ones(2), name="sync.twice")
+    assert torch.allclose(hvd.synchronize(h), torch.ones(2))
+    assert hvd.synchronize(h) is None
+    assert hvd.synchronize(10 ** 9) is None
+
+
 def test_duplicate_name_in_flight_is_refused():
     if hvd.size() == 1:
         pytest.skip("alone, the first operation may complete before the second enqueue")
