@@ -150,18 +150,19 @@ static int get_bit(const uint8_t *words, uint32_t bit) {
     return (words[bit / 8] >> (bit % 8)) & 1;
 }
 
-/* The first set bit at or after bit `from` of nwords words, or UINT32_MAX. Zero words are
- * skipped whole: a full cache is 1024 bits, most of them clear in any one cycle, and a
- * bit-by-bit walk of them cost microseconds on every cycle. */
+/* The first set bit at or after bit `from` of nwords words, or UINT32_MAX. A word at a time
+ * (a full cache is 1024 bits, most of them clear in any one cycle, and a bit-by-bit walk
+ * cost microseconds per cycle): bit b is byte b/8, bit b%8, so word w read as a
+ * little-endian u64 holds bits 64w..64w+63 in order. */
 static uint32_t next_bit(const uint8_t *words, uint32_t nwords, uint32_t from) {
     for (uint32_t w = from / 64; w < nwords; w++) {
-        uint64_t word;
-        memcpy(&word, words + (size_t)w * 8, 8);
-        if (!word)
-            continue;
-        for (uint32_t b = w == from / 64 ? from : w * 64; b < (w + 1) * 64; b++)
-            if (get_bit(words, b))
-                return b;
+        uint64_t word = 0;
+        for (int i = 7; i >= 0; i--) /* (a plain load where the machine is little-endian) */
+            word = word << 8 | words[(size_t)w * 8 + (size_t)i];
+        if (w == from / 64)
+            word &= ~UINT64_C(0) << (from % 64);
+        if (word)
+            return w * 64 + (uint32_t)__builtin_ctzll(word);
     }
     return UINT32_MAX;
 }
