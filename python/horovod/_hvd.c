@@ -133,9 +133,13 @@ static PyObject *pending_outputs;
 /* A tuple or list of ints into a malloc'd int64 array of exactly want entries (want < 0:
  * any length, stored in *n_p). */
 static int64_t *int64_array(PyObject *seq, Py_ssize_t want, int *n_p, const char *what) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (!fast)
+    PyObject *fast; /* a tuple as it is (torch.Size is one): no copy on every operation's path */
+    if (PyTuple_Check(seq)) {
+        Py_INCREF(seq);
+        fast = seq;
+    } else if (!(fast = PySequence_Fast(seq, what))) {
         return NULL;
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     if (want >= 0 && n != want) {
         PyErr_Format(PyExc_ValueError, "%s has %zd entries, expected %zd", what, n, want);

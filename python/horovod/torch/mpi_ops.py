@@ -169,9 +169,14 @@ def _enqueue(kind, items):
 
 def _item(name, send, recv, tensor, op=Sum, prescale=1.0, postscale=1.0, root=0, splits=None,
           ps=0, allocate=False):
+    # (the module converts the numbers itself and reads torch.Size, a tuple, as it is: every
+    # conversion here was a call on the path of each operation)
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        _dtype_code(tensor)  # raises the error naming the type
     return (name, send.data_ptr() if send is not None else 0,
-            recv.data_ptr() if recv is not None else 0, _dtype_code(tensor), tuple(tensor.shape),
-            op, float(prescale), float(postscale), int(root), splits, ps, bool(allocate))
+            recv.data_ptr() if recv is not None else 0, code, tensor.shape,
+            op, prescale, postscale, root, splits, ps, allocate)
 
 
 def _contiguous(tensor):
