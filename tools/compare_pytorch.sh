@@ -58,6 +58,7 @@ lat="$here/pytorch_allreduce_latency.py"
 echo "== per-call allreduce cost, np 2 (us, median per call)"
 for ((i = 1; i <= repeats; i++)); do
   out=$("$run" -np 2 $py "$lat" 2>&1 | grep median)
+  note probe "$(sed -nE 's/.*cpu probe ([0-9.]+) ms.*/\1/p' <<<"$out" | head -1)"
   for c in 1 262144; do
     note "py$c" "$(percall "$out" hvd.allreduce $c)"
     note "pya$c" "$(percall "$out" hvd.allreduce_async+synchronize $c)"
@@ -84,6 +85,7 @@ row "hvd.allreduce (Python)" "${got[py1]}" "${got[py262144]}"
 row "hvd.allreduce_async + synchronize (Python)" "${got[pya1]}" "${got[pya262144]}"
 row "hvd_allreduce (C)" "${got[c1]}" "${got[c262144]}"
 row "torch.distributed gloo" "${got[gl1]}" "${got[gl262144]}"
+row "cpu probe of hvd's run (ms; ~2x in a slow phase)" "${got[probe]}" ""
 for ctl in "${ref_ctls[@]}"; do
   row "Horovod 0.28.1 ($ctl) hvd.allreduce" "${got[pcref${ctl}1]}" "${got[pcref${ctl}262144]}"
   row "Horovod 0.28.1 ($ctl) async + synchronize" "${got[pcrefa${ctl}1]}" "${got[pcrefa${ctl}262144]}"

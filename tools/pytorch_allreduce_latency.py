@@ -8,7 +8,9 @@ tensors of the given element counts.
 With hvd (no --dist) it times two forms: the blocking hvd.allreduce and
 hvd.synchronize(hvd.allreduce_async(...)). Each rank times every call; the reported figure
 is the median over the calls of the largest time over the ranks (the job waits for its
-slowest rank), in microseconds. --gloo runs the
+slowest rank), in microseconds, followed by rank 0's cpu probe (a fixed Python loop's time
+right after: this machine kind runs at half speed for minutes at a time, and the probe says
+which phase a figure fell in). --gloo runs the
 same loop under torch.distributed (gloo backend) with horovodrun as its launcher; --dist hvd
 under torch.distributed on the "hvd" backend (init_process_group("hvd"), the job's world). For the C
 API's figure, run tools/hvd_allreduce_perf with the same sizes. --op adasum times
@@ -18,6 +20,21 @@ its MPI controller, on a power-of-two number of ranks).
 import argparse
 import os
 import time
+
+
+def cpu_probe_ms():
+    """The time of a fixed pure-Python loop, best of 3, in ms. These VMs run everything, a
+    lone process included, at about half speed for minutes at a time: the probe, printed
+    beside each figure, tells which phase the figure was measured in."""
+    best = None
+    for _ in range(3):
+        start = time.perf_counter()
+        x = 0
+        for i in range(100000):
+            x += i
+        took = (time.perf_counter() - start) * 1e3
+        best = took if best is None else min(best, took)
+    return best
 
 import torch
 
@@ -88,10 +105,12 @@ def main():
                 times.append(time.perf_counter() - start)
             times.sort()
             median = slowest(times[len(times) // 2])
+            probe = cpu_probe_ms()
             if rank == 0:
                 print(f"{name}{' adasum' if args.op == 'adasum' else ''}: np {size}, "
                       f"{count} float32 ({4 * count} bytes): "
-                      f"median {1e6 * median:.1f} us per call", flush=True)
+                      f"median {1e6 * median:.1f} us per call (cpu probe {probe:.1f} ms)",
+                      flush=True)
 
 
 if __name__ == "__main__":
