@@ -156,15 +156,19 @@ class _Group:
         self.handles = handles
 
 
-def _enqueue(kind, items):
+def _library(call, *args):
+    """call(*args) into the extension, its failures raised as Horovod raises them: ValueError
+    for bad arguments (it is not a RuntimeError), HorovodInternalError for the rest."""
     try:
-        return _hvd.enqueue(kind, items)
-    except ValueError:
-        raise
+        return call(*args)
     except RuntimeError as e:
         if isinstance(e, HorovodInternalError):
             raise
         raise HorovodInternalError(str(e)) from None
+
+
+def _enqueue(kind, items):
+    return _library(_hvd.enqueue, kind, items)
 
 
 def _item(name, send, recv, tensor, op=Sum, prescale=1.0, postscale=1.0, root=0, splits=None,
@@ -229,27 +233,13 @@ def synchronize(handle):
     finish = _handles.take(handle)
     if finish is None:
         return None  # as Horovod: a handle never returned, or synchronized already
-    try:
-        result = _hvd.wait(handle)
-    except HorovodInternalError:
-        raise
-    except RuntimeError as e:
-        raise HorovodInternalError(str(e)) from None
-    return finish(result)
+    return finish(_library(_hvd.wait, handle))
 
 
 def _run(kind, item, finish):
     """A blocking collective of one tensor: enqueue and wait in one call into the library
     (no handle), then finish as synchronize would."""
-    try:
-        result = _hvd.run(kind, item)
-    except ValueError:
-        raise
-    except RuntimeError as e:
-        if isinstance(e, HorovodInternalError):
-            raise
-        raise HorovodInternalError(str(e)) from None
-    return finish(result)
+    return finish(_library(_hvd.run, kind, item))
 
 
 # ---- allreduce ----
