@@ -9,6 +9,7 @@ endforeach()
 # the sanitized build is the same -O2 code with ASan's and UBSan's checks added, and its ranks
 # run slower, which only tightens their deadlines. (A plain build's own ctest runs them.)
 set_tests_properties(e2e.elastic e2e.shm e2e.reproducible e2e.rendezvous e2e.mpi e2e.perf_tools
+                     e2e.train_example
                      PROPERTIES LABELS "e2e;sanitize_once")
 # the costliest first (tests/netns/netns.cmake says why)
 set_tests_properties(e2e.shm PROPERTIES COST 100)
