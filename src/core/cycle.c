@@ -167,24 +167,14 @@ static uint32_t next_bit(const uint8_t *words, uint32_t nwords, uint32_t from) {
     return UINT32_MAX;
 }
 
-/* dst &= src, n bytes, a word at a time (src may be unaligned: it points into a message). */
-static void and_words(uint8_t *dst, const uint8_t *src, size_t n) {
+/* dst &= src (or, with or_them, dst |= src), n bytes (a multiple of 8), a word at a time;
+ * src may be unaligned: it points into a message. */
+static void combine_words(uint8_t *dst, const uint8_t *src, size_t n, int or_them) {
     for (size_t i = 0; i < n; i += 8) {
         uint64_t a, b;
         memcpy(&a, dst + i, 8);
         memcpy(&b, src + i, 8);
-        a &= b;
-        memcpy(dst + i, &a, 8);
-    }
-}
-
-/* dst |= src, n bytes (a multiple of 8) */
-static void or_words(uint8_t *dst, const uint8_t *src, size_t n) {
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t a, b;
-        memcpy(&a, dst + i, 8);
-        memcpy(&b, src + i, 8);
-        a |= b;
+        a = or_them ? a | b : a & b;
         memcpy(dst + i, &a, 8);
     }
 }
@@ -851,9 +841,9 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     memset(stale, 0, wbytes);
     for (int r = 0; r < p; r++) {
         const hvd_cycle_msg_t *m = &e->msgs[r];
-        and_words(common, m->hits, wbytes);
+        combine_words(common, m->hits, wbytes, 0);
         if (m->invalid)
-            or_words(stale, m->invalid, wbytes);
+            combine_words(stale, m->invalid, wbytes, 1);
         any_uncached |= (m->flags & HVD_CYC_UNCACHED) != 0;
         any_invalid |= m->invalid != NULL;
         if ((m->flags & HVD_CYC_SHUTDOWN) && (shut_rank < 0 || r == g->rank))
