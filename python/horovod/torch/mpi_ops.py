@@ -122,9 +122,6 @@ class _HandleTable:
         """The handle's finish, removed; None when never returned or taken already."""
         return self._items.pop(handle, None)
 
-    def known(self, handle):
-        return handle in self._items
-
     def clear(self):
         self._items.clear()
 
@@ -270,11 +267,19 @@ def _allreduce_items(tensors, outputs, names, op, prescale, postscale, ps):
     return items, finishes
 
 
-def _reduce_run(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    """The blocking allreduce of one tensor into output (which it returns)."""
+def _reduce_one(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """The item and finish of one tensor's allreduce into output (None: a new tensor)."""
+    if output is None:
+        output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     ps = _process_set_id(process_set)
-    item, finish = _allreduce_item(tensor, output, _auto_name("allreduce", name, ps), op,
-                                   prescale_factor, postscale_factor, ps)
+    return _allreduce_item(tensor, output, _auto_name("allreduce", name, ps), op,
+                           prescale_factor, postscale_factor, ps)
+
+
+def _reduce_run(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """The blocking allreduce of one tensor into output (None: a new tensor); returns it."""
+    item, finish = _reduce_one(tensor, output, name, op, prescale_factor, postscale_factor,
+                               process_set)
     return _run(_hvd.ALLREDUCE, item, finish)
 
 
@@ -292,10 +297,10 @@ def _reduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
 
 
 def _reduce_start(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    """The allreduce of one tensor into output, started; returns its handle."""
-    ps = _process_set_id(process_set)
-    item, finish = _allreduce_item(tensor, output, _auto_name("allreduce", name, ps), op,
-                                   prescale_factor, postscale_factor, ps)
+    """The allreduce of one tensor into output (None: a new tensor), started; returns its
+    handle."""
+    item, finish = _reduce_one(tensor, output, name, op, prescale_factor, postscale_factor,
+                               process_set)
     handle = _enqueue(_hvd.ALLREDUCE, [item])[0]
     _handles.put(handle, finish)
     return handle
@@ -306,8 +311,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     """Start averaging (or summing, ...) `tensor` over every rank into a new tensor; returns a
     handle for poll and synchronize."""
     op = _op_of(average, op)
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _reduce_start(tensor, output, name, op, prescale_factor, postscale_factor,
+    return _reduce_start(tensor, None, name, op, prescale_factor, postscale_factor,
                          process_set)
 
 
@@ -323,8 +327,7 @@ class _AllreduceFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale, postscale, process_set):
         ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = op, prescale, postscale, process_set
-        return _reduce_run(tensor, torch.empty_like(tensor, memory_format=torch.contiguous_format),
-                           name, op, prescale, postscale, process_set)
+        return _reduce_run(tensor, None, name, op, prescale, postscale, process_set)
 
     @staticmethod
     def backward(ctx, grad):
@@ -343,16 +346,14 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         _check_cpu(tensor)  # raises the TypeError naming what was passed
     if compression is Compression.none and not (tensor.requires_grad and torch.is_grad_enabled()):
         # the common case, without the compressor's two calls
-        return _reduce_run(tensor, torch.empty_like(tensor, memory_format=torch.contiguous_format),
-                           name, op, prescale_factor, postscale_factor, process_set)
+        return _reduce_run(tensor, None, name, op, prescale_factor, postscale_factor, process_set)
     compressed, cctx = compression.compress(tensor)
     if compressed.requires_grad and torch.is_grad_enabled():
         out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor,
                                  process_set)
     else:  # no gradient to carry: the autograd function's 3 us per call buy nothing
-        out = _reduce_run(compressed,
-                          torch.empty_like(compressed, memory_format=torch.contiguous_format),
-                          name, op, prescale_factor, postscale_factor, process_set)
+        out = _reduce_run(compressed, None, name, op, prescale_factor, postscale_factor,
+                          process_set)
     return compression.decompress(out, cctx)
 
 
