@@ -33,6 +33,13 @@ import horovod.torch  # noqa: F401  (registers the "hvd" backend)
 backend, out_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 victim = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 60
+if timeout < 60:
+    # A short timeout bounds init_process_group's rendezvous too; ranks that import torch
+    # seconds apart (the sanitizer pass on a loaded machine) would miss it. Meet first.
+    me, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])  # torchrun sets both
+    open(os.path.join(out_dir, f"arrived{me}"), "w").close()
+    while not all(os.path.exists(os.path.join(out_dir, f"arrived{r}")) for r in range(world)):
+        time.sleep(0.05)
 dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
 rank, size = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
