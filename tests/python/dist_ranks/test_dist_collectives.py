@@ -270,6 +270,35 @@ def test_async_work_and_future():
                                            for r in range(size())]).sum(0))
 
 
+def test_work_outcome_in_every_order():
+    # a Work waited first keeps its outcome: a future asked for afterwards is complete with it
+    want = stack((5,), torch.float32).sum(0).float()
+    t = values(rank(), (5,), torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    fut = work.get_future()
+    assert fut.done() and torch.equal(fut.value()[0], want)
+    assert work.is_completed() and work.is_success() and work.exception() is None
+    assert torch.equal(work.result()[0], want)
+    work.wait()  # again: nothing more to wait for
+    # polled to completion (is_completed settles it), then waited and asked for its future
+    t = values(rank(), (5,), torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    deadline = time.monotonic() + 30
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert work.is_completed()
+    work.wait()
+    assert torch.equal(t, want) and torch.equal(work.get_future().wait()[0], want)
+    # the future first, then wait: the completion thread settles it, wait() sees its outcome
+    t = values(rank(), (5,), torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    work.wait()
+    assert torch.equal(t, want) and torch.equal(fut.wait()[0], want)
+    assert torch.equal(work.result()[0], want)
+
+
 def test_new_group():
     n = size()
     groups = [dist.new_group([0]), dist.new_group(list(range(n))),
@@ -352,6 +381,13 @@ def test_recv_size_mismatch_fails_both():
             dist.irecv(torch.zeros(8), peer, tag=9)
         with pytest.raises(RuntimeError, match="rank 0 sends 16 bytes"):
             work.wait()
+        # the failed Work keeps its error: for a second wait, exception() and its future
+        assert work.is_completed() and not work.is_success()
+        assert "rank 0 sends 16 bytes" in str(work.exception())
+        with pytest.raises(RuntimeError, match="rank 0 sends 16 bytes"):
+            work.wait()
+        with pytest.raises(RuntimeError, match="rank 0 sends 16 bytes"):
+            work.get_future().wait()
 
 
 def test_recv_anysource_is_refused():
