@@ -50,6 +50,11 @@ parser.add_argument("--ddp-backend", default="gloo", choices=["gloo", "hvd"],
 parser.add_argument("--ddp-noop-hook", action="store_true",
                     help="--ddp with a communication hook that sends nothing: what DDP itself "
                          "costs, the limit of any backend")
+parser.add_argument("--ddp-sync-hook", action="store_true",
+                    help="--ddp with a communication hook that allreduces one element per "
+                         "bucket instead of the bucket: the ranks wait for each other as with "
+                         "any backend, but move no data (the limit of a backend whose data "
+                         "moved for free)")
 parser.add_argument("--paired", action="store_true",
                     help="hvd: also time a twin with no communication in every iteration")
 
@@ -68,6 +73,13 @@ def noop_hook(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(bucket.buffer())
     return fut
+
+
+def sync_hook(one, bucket):
+    """A DDP communication hook that synchronizes the ranks (a one-element allreduce) and
+    leaves the bucket as it is (--ddp-sync-hook; state: that element)."""
+    import torch.distributed as dist
+    return dist.all_reduce(one, async_op=True).get_future().then(lambda _: bucket.buffer())
 
 
 def main():
@@ -105,6 +117,8 @@ def main():
         model = nn.parallel.DistributedDataParallel(model)
         if args.ddp_noop_hook:
             model.register_comm_hook(None, noop_hook)
+        elif args.ddp_sync_hook:
+            model.register_comm_hook(torch.zeros(1), sync_hook)
     elif not args.no_comm:
         compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
