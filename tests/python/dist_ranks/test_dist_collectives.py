@@ -270,6 +270,27 @@ def test_async_work_and_future():
                                            for r in range(size())]).sum(0))
 
 
+def test_all_reduce_blocking_among_async():
+    # blocking all_reduces (run to their end inside the call) among asynchronous ones of the
+    # same signature: the first blocking one has the name of an asynchronous one still in
+    # flight on every rank but the last, which comes late; every result right, in order
+    if size() > 1 and rank() == size() - 1:
+        time.sleep(0.5)
+    works, tensors = [], []
+    for k in range(40):
+        t = values(rank() + k, (6,), torch.float32)
+        tensors.append((k, t))
+        if k >= 16 and k % 4 == 0:
+            assert dist.all_reduce(t) is None
+        else:
+            works.append(dist.all_reduce(t, async_op=True))
+    for w in works:
+        w.wait()
+    for k, t in tensors:
+        assert torch.equal(t, torch.stack([values(r + k, (6,), torch.float32)
+                                           for r in range(size())]).sum(0)), k
+
+
 def test_work_outcome_in_every_order():
     # a Work waited first keeps its outcome: a future asked for afterwards is complete with it
     want = stack((5,), torch.float32).sum(0).float()
