@@ -1,7 +1,7 @@
 # libFuzzer targets for every parser, built only with -DHVD_FUZZ=ON and clang. Each also runs
 # as a ctest test for a bounded time (HVD_FUZZ_SECONDS) from its seed corpus.
 if(HVD_FUZZ)
-  set(HVD_FUZZ_SECONDS 15 CACHE STRING "Seconds each fuzz target runs under ctest")
+  set(HVD_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzz target runs under ctest")
   foreach(name http_head scope_decode kv_auth hosts settings frame negotiate cycle exec_spec
                service elastic_msg rank_plan slurm_env)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c)
