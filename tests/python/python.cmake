@@ -65,23 +65,19 @@ set_tests_properties(python.dist_jobs PROPERTIES TIMEOUT 600 LABELS python COST 
 # extension path of a job's life: ranks killed, stopped, leaving, workers added) are labelled
 # sanitize_once below: CI runs them in the sanitizer pass only, which runs the same assertions.
 set(HVD_PY_TRAINING_JOBS "training_script or example_trains")
-add_test(NAME python.jobs
-         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
-                 -k "not (${HVD_PY_TRAINING_JOBS})" ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
-add_test(NAME python.elastic
-         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -k "not example"
-                 ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
-set_tests_properties(python.jobs python.elastic PROPERTIES TIMEOUT 600 LABELS python
-                     ENVIRONMENT "${HVD_PY_ENV}")
+# hvd_pytest_k(name file selection): test `name` runs pytest on tests/python/`file`, only the
+# cases that `selection` (pytest's -k) picks
+function(hvd_pytest_k name file selection)
+  add_test(NAME ${name}
+           COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -k "${selection}"
+                   ${PROJECT_SOURCE_DIR}/tests/python/${file})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 600 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
+endfunction()
+hvd_pytest_k(python.jobs test_jobs.py "not (${HVD_PY_TRAINING_JOBS})")
+hvd_pytest_k(python.elastic test_elastic.py "not example")
 if(NOT HVD_SANITIZE)
-  add_test(NAME python.jobs_training
-           COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
-                   -k "${HVD_PY_TRAINING_JOBS}" ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
-  add_test(NAME python.elastic_example
-           COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -k "example"
-                   ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
-  set_tests_properties(python.jobs_training python.elastic_example PROPERTIES TIMEOUT 600
-                       LABELS python ENVIRONMENT "${HVD_PY_ENV}")
+  hvd_pytest_k(python.jobs_training test_jobs.py "${HVD_PY_TRAINING_JOBS}")
+  hvd_pytest_k(python.elastic_example test_elastic.py "example")
 endif()
 # hvd.init(comm=...): an mpi4py communicator or a list of ranks as the world, under mpirun and
 # horovodrun --mpi, and what horovodrun alone accepts
