@@ -6,6 +6,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -116,6 +117,153 @@ static int have_avx2(void) {
 #define AVX2_OR(NAME) NAME
 #endif
 
+/* ---- the Gram matrix and weighted sums (hvd__adasum_gram, hvd__adasum_mix) ----------------- */
+
+/* Where (i, j), i <= j, sits in an m x m Gram matrix's upper triangle, row by row. */
+static size_t gram_at(int i, int j, int m) {
+    return (size_t)i * (size_t)(2 * m - i + 1) / 2 + (size_t)(j - i);
+}
+
+/* out[gram_at(i, j, m)] += v[i] . v[j] over n elements, one dot product at a time in four
+ * chains (the portable version, and the AVX2 one's for groups above four vectors) */
+#define DEFINE_GRAM(NAME, T, ATTR)                                                                 \
+    ATTR static void NAME(const T *const *v, int m, size_t n, double *out) {                       \
+        for (int i = 0; i < m; i++)                                                                \
+            for (int j = i; j < m; j++) {                                                          \
+                const T *a = v[i], *b = v[j];                                                      \
+                double d[4] = {0};                                                                 \
+                size_t e = 0;                                                                      \
+                for (; e + 4 <= n; e += 4)                                                         \
+                    for (int l = 0; l < 4; l++)                                                    \
+                        d[l] += (double)a[e + l] * b[e + l];                                       \
+                for (; e < n; e++)                                                                 \
+                    d[0] += (double)a[e] * b[e];                                                   \
+                out[gram_at(i, j, m)] += (d[0] + d[1]) + (d[2] + d[3]);                            \
+            }                                                                                      \
+    }
+DEFINE_GRAM(gram_f32, float, )
+DEFINE_GRAM(gram_f64, double, )
+
+/* out = the sum of w[i] v[i] over n elements, in T (the weights rounded to T, as the pairwise
+ * combination's coefficients are); element e of out is written after element e of every v[i]
+ * was read, so out may be one of v */
+static void mix_f32(float *out, const float *const *v, const double *w, int m, size_t n) {
+    float wf[HVD_ADASUM_GROUP_MAX];
+    for (int i = 0; i < m; i++)
+        wf[i] = (float)w[i];
+    for (size_t e = 0; e < n; e++) {
+        float acc = wf[0] * v[0][e];
+        for (int i = 1; i < m; i++)
+            acc += wf[i] * v[i][e];
+        out[e] = acc;
+    }
+}
+static void mix_f64(double *out, const double *const *v, const double *w, int m, size_t n) {
+    for (size_t e = 0; e < n; e++) {
+        double acc = w[0] * v[0][e];
+        for (int i = 1; i < m; i++)
+            acc += w[i] * v[i][e];
+        out[e] = acc;
+    }
+}
+
+#ifdef HVD_ADASUM_AVX2
+/* A Gram matrix: two vectors' by the pairwise dot products' kernel; three or four in one pass,
+ * each vector's four values loaded and widened once for all ten products (the pairwise way
+ * widens each value once per product; three repeat the first, whose extra products are
+ * dropped); more pair by pair. */
+#define DEFINE_GRAM_AVX2(NAME, T, LOAD, DOTS)                                                      \
+    __attribute__((target("avx2,fma"))) static void NAME(const T *const *v, int m, size_t n,       \
+                                                         double *out) {                            \
+        if (m == 1) {                                                                              \
+            double d[3] = {0};                                                                     \
+            DOTS(v[0], v[0], n, d);                                                                \
+            out[0] += d[1];                                                                        \
+            return;                                                                                \
+        }                                                                                          \
+        if (m > 4) { /* (each square from the pair with the next vector, the last's with the one   \
+                      * before) */                                                                 \
+            for (int i = 0; i < m; i++)                                                            \
+                for (int j = i + 1; j < m; j++) {                                                  \
+                    double d[3] = {0};                                                             \
+                    DOTS(v[i], v[j], n, d);                                                        \
+                    out[gram_at(i, j, m)] += d[0];                                                 \
+                    if (j == i + 1)                                                                \
+                        out[gram_at(i, i, m)] += d[1];                                             \
+                    if (j == m - 1 && i == m - 2)                                                  \
+                        out[gram_at(j, j, m)] += d[2];                                             \
+                }                                                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        if (m == 2) {                                                                              \
+            double d[3] = {0};                                                                     \
+            DOTS(v[0], v[1], n, d);                                                                \
+            out[0] += d[1], out[1] += d[0], out[2] += d[2];                                        \
+            return;                                                                                \
+        }                                                                                          \
+        const T *p0 = v[0], *p1 = v[1], *p2 = v[2], *p3 = m > 3 ? v[3] : p0;                       \
+        __m256d s00 = _mm256_setzero_pd(), s01 = s00, s02 = s00, s03 = s00, s11 = s00, s12 = s00,  \
+                s13 = s00, s22 = s00, s23 = s00, s33 = s00;                                        \
+        size_t e = 0;                                                                              \
+        for (; e + 4 <= n; e += 4) {                                                               \
+            __m256d x0 = LOAD(p0 + e), x1 = LOAD(p1 + e), x2 = LOAD(p2 + e), x3 = LOAD(p3 + e);    \
+            s00 = _mm256_fmadd_pd(x0, x0, s00);                                                    \
+            s01 = _mm256_fmadd_pd(x0, x1, s01);                                                    \
+            s02 = _mm256_fmadd_pd(x0, x2, s02);                                                    \
+            s03 = _mm256_fmadd_pd(x0, x3, s03);                                                    \
+            s11 = _mm256_fmadd_pd(x1, x1, s11);                                                    \
+            s12 = _mm256_fmadd_pd(x1, x2, s12);                                                    \
+            s13 = _mm256_fmadd_pd(x1, x3, s13);                                                    \
+            s22 = _mm256_fmadd_pd(x2, x2, s22);                                                    \
+            s23 = _mm256_fmadd_pd(x2, x3, s23);                                                    \
+            s33 = _mm256_fmadd_pd(x3, x3, s33);                                                    \
+        }                                                                                          \
+        const __m256d all[10] = {s00, s01, s02, s03, s11, s12, s13, s22, s23, s33};                \
+        double sum[4][4], lanes[4];                                                                \
+        for (int i = 0, at = 0; i < 4; i++)                                                        \
+            for (int j = i; j < 4; j++, at++) {                                                    \
+                _mm256_storeu_pd(lanes, all[at]);                                                  \
+                sum[i][j] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);                         \
+            }                                                                                      \
+        const T *p[4] = {p0, p1, p2, p3};                                                          \
+        for (; e < n; e++) /* (the last n % 4 elements) */                                         \
+            for (int i = 0; i < 4; i++)                                                            \
+                for (int j = i; j < 4; j++)                                                        \
+                    sum[i][j] += (double)p[i][e] * p[j][e];                                        \
+        for (int i = 0; i < m; i++)                                                                \
+            for (int j = i; j < m; j++)                                                            \
+                out[gram_at(i, j, m)] += sum[i][j];                                                \
+    }
+DEFINE_GRAM_AVX2(gram_f32_avx2, float, ADASUM_LOAD_F32, dots_f32_avx2)
+DEFINE_GRAM_AVX2(gram_f64_avx2, double, ADASUM_LOAD_F64, dots_f64_avx2)
+/* The weighted sum a vector register at a time (left to the compiler, the loop over the vectors
+ * inside the loop over elements stayed scalar, and a tile of sums in between took three passes
+ * more: either way it cost as much as combining level by level). */
+#define DEFINE_MIX_AVX2(NAME, T, VEC, SET1, LOADU, STOREU, MUL, FMADD, TAIL)                       \
+    __attribute__((target("avx2,fma"))) static void NAME(T *out, const T *const *v,                \
+                                                         const double *w, int m, size_t n) {       \
+        const size_t lanes = sizeof(VEC) / sizeof(T);                                              \
+        VEC wv[HVD_ADASUM_GROUP_MAX];                                                              \
+        for (int i = 0; i < m; i++)                                                                \
+            wv[i] = SET1((T)w[i]);                                                                 \
+        size_t e = 0;                                                                              \
+        for (; e + lanes <= n; e += lanes) {                                                       \
+            VEC acc = MUL(wv[0], LOADU(v[0] + e));                                                 \
+            for (int i = 1; i < m; i++)                                                            \
+                acc = FMADD(wv[i], LOADU(v[i] + e), acc);                                          \
+            STOREU(out + e, acc);                                                                  \
+        }                                                                                          \
+        const T *rest[HVD_ADASUM_GROUP_MAX];                                                       \
+        for (int i = 0; i < m; i++)                                                                \
+            rest[i] = v[i] + e;                                                                    \
+        TAIL(out + e, rest, w, m, n - e);                                                          \
+    }
+DEFINE_MIX_AVX2(mix_f32_avx2, float, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+                _mm256_mul_ps, _mm256_fmadd_ps, mix_f32)
+DEFINE_MIX_AVX2(mix_f64_avx2, double, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+                _mm256_mul_pd, _mm256_fmadd_pd, mix_f64)
+#endif
+
 /* The first part that ends after element lo (binary search: a fused buffer of many tensors
  * is visited chunk by chunk, and a walk from the first part for every chunk was quadratic). */
 static size_t part_at(const hvd_adasum_parts_t *t, size_t lo) {
@@ -159,15 +307,19 @@ void hvd__adasum_dots(const hvd_adasum_parts_t *t, double *sums, const void *a, 
     }
 }
 
-void hvd__adasum_combine(const hvd_adasum_parts_t *t, const double *sums, void *out, const void *a,
-                         const void *b, size_t lo, size_t hi) {
+void hvd__adasum_coeffs(double ab, double aa, double bb, double *ca, double *cb) {
     /* Horovod's bound: a squared norm below sqrt(DBL_MIN) counts as a zero vector */
     const double tiny = sqrt(DBL_MIN);
+    *ca = aa >= tiny ? 1.0 - ab / (2.0 * aa) : 1.0;
+    *cb = bb >= tiny ? 1.0 - ab / (2.0 * bb) : 1.0;
+}
+
+void hvd__adasum_combine(const hvd_adasum_parts_t *t, const double *sums, void *out, const void *a,
+                         const void *b, size_t lo, size_t hi) {
     size_t k = part_at(t, lo), x, y;
     while (next_overlap(t, lo, hi, &k, &x, &y)) {
-        const double *m = &sums[3 * k];
-        double ca = m[1] >= tiny ? 1.0 - m[0] / (2.0 * m[1]) : 1.0;
-        double cb = m[2] >= tiny ? 1.0 - m[0] / (2.0 * m[2]) : 1.0;
+        double ca, cb;
+        hvd__adasum_coeffs(sums[3 * k], sums[3 * k + 1], sums[3 * k + 2], &ca, &cb);
         size_t off = (x - lo) * t->wsize;
         if (t->w == HVD_FLOAT32)
             (AVX2_OR(scaled_add_f32))((float *)((char *)out + off),
@@ -177,6 +329,39 @@ void hvd__adasum_combine(const hvd_adasum_parts_t *t, const double *sums, void *
             (AVX2_OR(scaled_add_f64))((double *)((char *)out + off),
                                       (const double *)((const char *)a + off), ca,
                                       (const double *)((const char *)b + off), cb, y - x);
+        k++;
+    }
+}
+
+void hvd__adasum_gram(const hvd_adasum_parts_t *t, double *sums, const void *const *v, int m,
+                      size_t lo, size_t hi) {
+    size_t k = part_at(t, lo), x, y, per = gram_at(m - 1, m - 1, m) + 1;
+    const char *at[HVD_ADASUM_GROUP_MAX];
+    while (next_overlap(t, lo, hi, &k, &x, &y)) {
+        for (int i = 0; i < m; i++)
+            at[i] = (const char *)v[i] + (x - lo) * t->wsize;
+        if (t->w == HVD_FLOAT32)
+            (AVX2_OR(gram_f32))((const float *const *)at, m, y - x, &sums[per * k]);
+        else
+            (AVX2_OR(gram_f64))((const double *const *)at, m, y - x, &sums[per * k]);
+        k++;
+    }
+}
+
+void hvd__adasum_mix(const hvd_adasum_parts_t *t, const double *w, void *out, const void *const *v,
+                     int m, size_t lo, size_t hi) {
+    size_t k = part_at(t, lo), x, y;
+    const char *at[HVD_ADASUM_GROUP_MAX];
+    while (next_overlap(t, lo, hi, &k, &x, &y)) {
+        size_t off = (x - lo) * t->wsize;
+        for (int i = 0; i < m; i++)
+            at[i] = (const char *)v[i] + off;
+        if (t->w == HVD_FLOAT32)
+            (AVX2_OR(mix_f32))((float *)((char *)out + off), (const float *const *)at,
+                               &w[(size_t)m * k], m, y - x);
+        else
+            (AVX2_OR(mix_f64))((double *)((char *)out + off), (const double *const *)at,
+                               &w[(size_t)m * k], m, y - x);
         k++;
     }
 }

@@ -39,4 +39,23 @@ void hvd__adasum_dots(const hvd_adasum_parts_t *t, double *sums, const void *a, 
 void hvd__adasum_combine(const hvd_adasum_parts_t *t, const double *sums, void *out, const void *a,
                          const void *b, size_t lo, size_t hi);
 
+/* The pairwise rule's coefficients from a pair's whole-vector sums: a's and b's. */
+void hvd__adasum_coeffs(double ab, double aa, double bb, double *ca, double *cb);
+
+/* The most vectors hvd__adasum_gram and hvd__adasum_mix take at once. */
+#define HVD_ADASUM_GROUP_MAX 8
+
+/* The Gram matrix of m <= HVD_ADASUM_GROUP_MAX vectors, per tensor: sums[per k + e] += v[i] .
+ * v[j] over tensor k's elements in [lo, hi), in float64, for every tensor k that overlaps the
+ * range, per = m (m + 1) / 2 and e the place of (i, j), i <= j, in the matrix's upper triangle
+ * read row by row ((0, 0), (0, 1), ..., (0, m - 1), (1, 1), ...); v[i] hold the range, indexed
+ * from lo. */
+void hvd__adasum_gram(const hvd_adasum_parts_t *t, double *sums, const void *const *v, int m,
+                      size_t lo, size_t hi);
+
+/* out = the sum of w[m k + i] v[i] over [lo, hi), tensor by tensor (k), in the working dtype;
+ * out and v[i] hold the range, indexed from lo; out may be one of v. */
+void hvd__adasum_mix(const hvd_adasum_parts_t *t, const double *w, void *out, const void *const *v,
+                     int m, size_t lo, size_t hi);
+
 #endif

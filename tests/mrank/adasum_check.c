@@ -325,33 +325,42 @@ static void scn_pset(void) {
     free(members);
 }
 
-static void scn_props(void) {
-    enum { N = 64 };
-    double a[N], out[N];
+/* The properties at n elements of float64: 64 (every rank runs the whole tree) and 20000
+ * (160 KB, more than that path takes: the tree by slices, from the Gram matrices). */
+static void props_at(size_t n) {
+    double *a = xmalloc(n * sizeof *a), *out = xmalloc(n * sizeof *out);
     /* the same vector everywhere: itself */
-    for (int i = 0; i < N; i++)
-        a[i] = sin(i + 1.0);
-    OK(hvd_allreduce(a, out, N, HVD_FLOAT64, HVD_ADASUM));
-    for (int i = 0; i < N; i++)
-        CHECK(fabs(out[i] - a[i]) <= 1e-12, "Adasum(a, ..., a): element %d is %.17g, not %.17g", i,
-              out[i], a[i]);
+    for (size_t i = 0; i < n; i++)
+        a[i] = sin((double)i + 1.0);
+    OK(hvd_allreduce(a, out, n, HVD_FLOAT64, HVD_ADASUM));
+    for (size_t i = 0; i < n; i++)
+        CHECK(fabs(out[i] - a[i]) <= 1e-12,
+              "Adasum(a, ..., a), n=%zu: element %zu is %.17g, not %.17g", n, i, out[i], a[i]);
     /* orthogonal vectors (rank r: the r-th unit vector, scaled): their sum */
-    CHECK(g_size <= N, "at most %d ranks", N);
-    for (int i = 0; i < N; i++)
-        a[i] = i == g_rank ? g_rank + 1.0 : 0.0;
-    OK(hvd_allreduce(a, out, N, HVD_FLOAT64, HVD_ADASUM));
-    for (int i = 0; i < N; i++) {
-        double want = i < g_size ? i + 1.0 : 0.0;
-        CHECK(fabs(out[i] - want) <= 1e-12, "orthogonal: element %d is %.17g, not %.17g", i, out[i],
-              want);
+    CHECK((size_t)g_size <= n, "at most %zu ranks", n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = i == (size_t)g_rank ? g_rank + 1.0 : 0.0;
+    OK(hvd_allreduce(a, out, n, HVD_FLOAT64, HVD_ADASUM));
+    for (size_t i = 0; i < n; i++) {
+        double want = i < (size_t)g_size ? (double)i + 1.0 : 0.0;
+        CHECK(fabs(out[i] - want) <= 1e-12, "orthogonal, n=%zu: element %zu is %.17g, not %.17g", n,
+              i, out[i], want);
     }
     /* zero everywhere but the last rank: that rank's vector */
-    for (int i = 0; i < N; i++)
-        a[i] = g_rank == g_size - 1 ? cos(i + 0.5) : 0.0;
-    OK(hvd_allreduce(a, out, N, HVD_FLOAT64, HVD_ADASUM));
-    for (int i = 0; i < N; i++)
-        CHECK(fabs(out[i] - cos(i + 0.5)) <= 1e-12, "zeros and b: element %d is %.17g, not %.17g",
-              i, out[i], cos(i + 0.5));
+    for (size_t i = 0; i < n; i++)
+        a[i] = g_rank == g_size - 1 ? cos((double)i + 0.5) : 0.0;
+    OK(hvd_allreduce(a, out, n, HVD_FLOAT64, HVD_ADASUM));
+    for (size_t i = 0; i < n; i++)
+        CHECK(fabs(out[i] - cos((double)i + 0.5)) <= 1e-12,
+              "zeros and b, n=%zu: element %zu is %.17g, not %.17g", n, i, out[i],
+              cos((double)i + 0.5));
+    free(a);
+    free(out);
+}
+
+static void scn_props(void) {
+    props_at(64);
+    props_at(20000);
 }
 
 static void scn_errors(void) {

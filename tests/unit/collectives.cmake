@@ -1,5 +1,7 @@
 # Reduction kernels: each dtype and op checked against values computed independently.
 hvd_unit_test(reduce tests/unit/test_reduce.c)
+# Adasum's Gram-matrix and weighted-sum kernels (the host arena's tree) against long double sums.
+hvd_unit_test(adasum_math tests/unit/test_adasum_math.c)
 # The reduction kernels are vectorised (GCC's -fopt-info-vec report).
 if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
   add_test(NAME unit.vectorized COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_vectorized.sh
