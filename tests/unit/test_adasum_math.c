@@ -49,16 +49,48 @@ static void make_parts(parts_t *p, hvd_dtype_t w, size_t n, int split) {
                       n);
 }
 
-/* Every tensor's Gram matrix over [lo, n) of m vectors, against long double sums. */
-static void check_gram(hvd_dtype_t w, int m, size_t n, int split, size_t lo) {
-    size_t ws = w == HVD_FLOAT32 ? 4 : 8;
+/* m vectors of n elements, and where each one's range [lo, n) starts. */
+typedef struct {
     void *v[HVD_ADASUM_GROUP_MAX];
     const void *from[HVD_ADASUM_GROUP_MAX];
+    int m;
+} vectors_t;
+
+static void vectors_make(vectors_t *vs, hvd_dtype_t w, int m, size_t n, size_t lo) {
+    size_t ws = w == HVD_FLOAT32 ? 4 : 8;
+    vs->m = m;
     for (int j = 0; j < m; j++) {
-        v[j] = malloc(n * ws);
-        fill(v[j], w, j, n);
-        from[j] = (const char *)v[j] + lo * ws;
+        vs->v[j] = malloc(n * ws);
+        fill(vs->v[j], w, j, n);
+        vs->from[j] = (const char *)vs->v[j] + lo * ws;
     }
+}
+
+static void vectors_free(vectors_t *vs) {
+    for (int j = 0; j < vs->m; j++)
+        free(vs->v[j]);
+}
+
+/* Every dtype, group size and count, with one tensor and three, from the first element and
+ * from one inside the first tensor. */
+static void each_case(void (*check)(hvd_dtype_t w, int m, size_t n, int split, size_t lo)) {
+    hvd_dtype_t ws[] = {HVD_FLOAT32, HVD_FLOAT64};
+    for (int d = 0; d < 2; d++)
+        for (int m = 1; m <= HVD_ADASUM_GROUP_MAX; m++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+                for (int split = 0; split < 2; split++) {
+                    check(ws[d], m, counts[c], split, 0);
+                    if (counts[c] > 2)
+                        check(ws[d], m, counts[c], split, counts[c] / 3 + 1);
+                }
+}
+
+/* Every tensor's Gram matrix over [lo, n) of m vectors, against long double sums. */
+static void check_gram(hvd_dtype_t w, int m, size_t n, int split, size_t lo) {
+    vectors_t vs;
+    vectors_make(&vs, w, m, n, lo);
+    void *const *v = vs.v;
+    const void *const *from = vs.from;
     parts_t p;
     make_parts(&p, w, n, split);
     size_t per = (size_t)m * (size_t)(m + 1) / 2;
@@ -83,34 +115,21 @@ static void check_gram(hvd_dtype_t w, int m, size_t n, int split, size_t lo) {
             }
     }
     free(sums);
-    for (int j = 0; j < m; j++)
-        free(v[j]);
+    vectors_free(&vs);
 }
 
 static void test_gram(void **state) {
     (void)state;
-    hvd_dtype_t ws[] = {HVD_FLOAT32, HVD_FLOAT64};
-    for (int d = 0; d < 2; d++)
-        for (int m = 1; m <= HVD_ADASUM_GROUP_MAX; m++)
-            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-                for (int split = 0; split < 2; split++) {
-                    check_gram(ws[d], m, counts[c], split, 0);
-                    if (counts[c] > 2)
-                        check_gram(ws[d], m, counts[c], split, counts[c] / 3 + 1);
-                }
+    each_case(check_gram);
 }
 
-/* The weighted sum of m vectors over [lo, n), tensor by tensor, into a buffer of its own and
- * in place over vector `into`. */
-static void check_mix(hvd_dtype_t w, int m, size_t n, int split, size_t lo, int into) {
+/* The weighted sum of m vectors over [lo, n), tensor by tensor, into a buffer of its own
+ * (into < 0) or in place over vector `into`. */
+static void check_mix_into(hvd_dtype_t w, int m, size_t n, int split, size_t lo, int into) {
     size_t ws = w == HVD_FLOAT32 ? 4 : 8;
-    void *v[HVD_ADASUM_GROUP_MAX];
-    const void *from[HVD_ADASUM_GROUP_MAX];
-    for (int j = 0; j < m; j++) {
-        v[j] = malloc(n * ws);
-        fill(v[j], w, j, n);
-        from[j] = (const char *)v[j] + lo * ws;
-    }
+    vectors_t vs;
+    vectors_make(&vs, w, m, n, lo);
+    void *const *v = vs.v;
     parts_t p;
     make_parts(&p, w, n, split);
     double *weights = malloc(sizeof(double) * (size_t)m * p.t.nparts);
@@ -127,7 +146,7 @@ static void check_mix(hvd_dtype_t w, int m, size_t n, int split, size_t lo, int 
                 scale[x] += fabsl(term);
             }
     void *out = into < 0 ? malloc(n * ws) : v[into];
-    hvd__adasum_mix(&p.t, weights, (char *)out + lo * ws, from, m, lo, n);
+    hvd__adasum_mix(&p.t, weights, (char *)out + lo * ws, vs.from, m, lo, n);
     double tol = w == HVD_FLOAT32 ? 4.0 * m * FLT_EPSILON : 4.0 * m * DBL_EPSILON;
     for (size_t x = lo; x < n; x++)
         if (!(fabsl(at(out, w, x) - want[x]) <= tol * (scale[x] + 1e-30L)))
@@ -139,23 +158,19 @@ static void check_mix(hvd_dtype_t w, int m, size_t n, int split, size_t lo, int 
     free(want);
     free(scale);
     free(weights);
-    for (int j = 0; j < m; j++)
-        free(v[j]);
+    vectors_free(&vs);
+}
+
+static void check_mix(hvd_dtype_t w, int m, size_t n, int split, size_t lo) {
+    check_mix_into(w, m, n, split, lo, -1);
+    check_mix_into(w, m, n, split, lo, 0);
+    check_mix_into(w, m, n, split, lo, m / 2);
+    check_mix_into(w, m, n, split, lo, m - 1);
 }
 
 static void test_mix(void **state) {
     (void)state;
-    hvd_dtype_t ws[] = {HVD_FLOAT32, HVD_FLOAT64};
-    for (int d = 0; d < 2; d++)
-        for (int m = 1; m <= HVD_ADASUM_GROUP_MAX; m++)
-            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-                for (int split = 0; split < 2; split++) {
-                    check_mix(ws[d], m, counts[c], split, 0, -1);
-                    check_mix(ws[d], m, counts[c], split, 0, 0);
-                    check_mix(ws[d], m, counts[c], split, 0, m - 1);
-                    if (counts[c] > 2)
-                        check_mix(ws[d], m, counts[c], split, counts[c] / 3 + 1, m / 2);
-                }
+    each_case(check_mix);
 }
 
 static void test_coeffs(void **state) {
