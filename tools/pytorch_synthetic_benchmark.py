@@ -55,6 +55,9 @@ parser.add_argument("--ddp-sync-hook", action="store_true",
                          "bucket instead of the bucket: the ranks wait for each other as with "
                          "any backend, but move no data (the limit of a backend whose data "
                          "moved for free)")
+parser.add_argument("--ddp-bucket-cap-mb", type=float, default=None,
+                    help="--ddp with this bucket size (DDP's bucket_cap_mb; default DDP's 25): "
+                         "smaller buckets start their allreduces earlier in the backward pass")
 parser.add_argument("--paired", action="store_true",
                     help="hvd: also time a twin with no communication in every iteration")
 
@@ -114,7 +117,8 @@ def main():
     twin.load_state_dict(model.state_dict())
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.01 * size)
     if args.ddp:
-        model = nn.parallel.DistributedDataParallel(model)
+        bucket = {} if args.ddp_bucket_cap_mb is None else {"bucket_cap_mb": args.ddp_bucket_cap_mb}
+        model = nn.parallel.DistributedDataParallel(model, **bucket)
         if args.ddp_noop_hook:
             model.register_comm_hook(None, noop_hook)
         elif args.ddp_sync_hook:
