@@ -47,6 +47,8 @@
 #define STAGE_LEVELS 3
 /* Levels of a tree of at most HVD_ARENA_MAX_RANKS ranks, the fold included. */
 #define MAX_LEVELS 8
+_Static_assert((1 << STAGE_LEVELS) <= HVD_ADASUM_GROUP_MAX, "a stage's group outgrows the kernels");
+_Static_assert(HVD_ARENA_MAX_RANKS <= (1 << (MAX_LEVELS - 1)), "a tree outgrows MAX_LEVELS");
 
 /* Group rank r's slice of a chunk of n elements: [*lo, *lo + *len). */
 static void slice_of(size_t n, int p, int r, size_t *lo, size_t *len) {
@@ -149,10 +151,15 @@ static hvd_status_t step(shm_adasum_t *s) {
     return st == HVD_OK ? HVD_OK : hvd__group_arena_failed(s->g, st, s->what);
 }
 
-/* Stage st's groups (levels [STAGE_LEVELS st, ...)), its sums zeroed. */
+/* The level after stage st's last. */
+static int stage_end(const shm_adasum_t *s, int st) {
+    int t1 = (st + 1) * STAGE_LEVELS;
+    return t1 < s->nlevels ? t1 : s->nlevels;
+}
+
+/* Stage st's groups (levels [STAGE_LEVELS st, stage_end)), its sums zeroed. */
 static void stage_groups(shm_adasum_t *s, int st) {
-    int p = s->g->size, t0 = st * STAGE_LEVELS;
-    int t1 = t0 + STAGE_LEVELS < s->nlevels ? t0 + STAGE_LEVELS : s->nlevels;
+    int p = s->g->size, t0 = st * STAGE_LEVELS, t1 = stage_end(s, st);
     /* each node's nodes so far (those combined into it), and whether the stage has it */
     int m[HVD_ARENA_MAX_RANKS] = {0}, below[HVD_ARENA_MAX_RANKS][HVD_ADASUM_GROUP_MAX];
     for (int t = t0; t < t1; t++)
@@ -225,8 +232,7 @@ static double bilinear(const double *gram, const double *u, const double *v, int
 /* Stage st's weights (s->w) from its summed Gram matrices (s->tot): for each group and tensor,
  * the stage's pairwise combinations run on the nodes' weights over the group. */
 static void weights(shm_adasum_t *s, int st) {
-    int t0 = st * STAGE_LEVELS;
-    int t1 = t0 + STAGE_LEVELS < s->nlevels ? t0 + STAGE_LEVELS : s->nlevels;
+    int t0 = st * STAGE_LEVELS, t1 = stage_end(s, st);
     size_t np = s->t.nparts;
     for (int j = 0; j < s->ngroups; j++) {
         const group_t *gr = &s->group[j];
