@@ -25,8 +25,9 @@ the same data, SGD):
 
 For each peer it prints the median step time over all its steps, the range of the rounds'
 medians (the spread), total img/s, and the step time over DDP-on-gloo's and over
-DistributedOptimizer's. horovodrun is the launcher; gloo meets through torch's TCPStore at
-MASTER_ADDR:MASTER_PORT (default 127.0.0.1 and --port). gloo's group and hvd's share the
+DistributedOptimizer's. horovodrun or torchrun launches it (ranks from RANK/WORLD_SIZE, else
+HOROVOD_RANK/HOROVOD_SIZE); gloo meets through torch's TCPStore at MASTER_ADDR:MASTER_PORT
+(default 127.0.0.1 and --port). gloo's group and hvd's share the
 cores: each peer's threads are idle while another's steps run.
 """
 import argparse
