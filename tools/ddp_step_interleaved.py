@@ -127,14 +127,14 @@ def main():
         for n, p in peers.items():
             times[n].append([step(*p) for _ in range(args.steps)])
     if rank == 0:
-        report(times, args.batch_size, size)
+        report(times, args.rounds, args.batch_size, size)
     dist.destroy_process_group()
 
 
-def report(times, batch, size):
+def report(times, nrounds, batch, size):
     med = {n: statistics.median(t for r in rounds for t in r) for n, rounds in times.items()}
     print(f"DDP step, MLP 784-1024-1024-1024-10, np {size}, batch {batch} per rank: "
-          f"{len(next(iter(times.values())))} rounds; step time median (ms), the range of the "
+          f"{nrounds} rounds; step time median (ms), the range of the "
           "rounds' medians, total img/s, and step time over the peers'")
     for n, rounds in times.items():
         per_round = [statistics.median(r) for r in rounds]
