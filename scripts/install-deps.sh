@@ -8,10 +8,27 @@
 #                                     comes with python3-torch, which the tests need anyway)
 set -euo pipefail
 
+# Two names below differ between Debian 12 (bookworm) and 13 (trixie); the others are the same.
+# - libclang-rt-N-dev holds libFuzzer for clang N: bookworm's clang is 14, trixie's is 19 (and
+#   trixie has no libclang-rt-14-dev).
+# - libpmix2 became libpmix2t64 in trixie (the 64-bit time_t transition). libpmix2 is only a
+#   name libpmix2t64 provides there, which dpkg-query never reports installed, so asking for it
+#   would run apt on every call.
+debian_major=$(cut -d. -f1 /etc/debian_version 2>/dev/null || true)
+case $debian_major in
+  12) clang_rt=libclang-rt-14-dev pmix2=libpmix2 ;;
+  13) clang_rt=libclang-rt-19-dev pmix2=libpmix2t64 ;;
+  *)
+    echo "install-deps: warning: /etc/debian_version is '${debian_major:-?}', not Debian 12 or" \
+      "13; trying Debian 12's package names" >&2
+    clang_rt=libclang-rt-14-dev pmix2=libpmix2
+    ;;
+esac
+
 packages=(
   build-essential cmake pkg-config   # toolchain
   clang-format                       # the format check (unit.format)
-  clang libclang-rt-14-dev           # libFuzzer for tests/fuzz
+  clang "$clang_rt"                  # libFuzzer for tests/fuzz (the default clang's compiler-rt)
   libssl-dev                         # libcrypto: HMAC-SHA256 for every authenticated wire
   libmicrohttpd-dev                  # the rendezvous HTTP server in horovodrun
   libyaml-dev                        # horovodrun --config-file
@@ -25,7 +42,7 @@ packages=(
   libpmix-dev                        # pmix.h: ranks of a plain Open MPI mpirun meet through PMIx
   slurmctld slurmd slurm-client      # tests/slurm: a real Slurm cluster on the netns hosts (srun)
   munge                              # tests/slurm: Slurm's authentication (the cluster's own munged)
-  slurm-wlm-basic-plugins libpmix2   # tests/slurm: srun --mpi=pmix (dlopens libpmix-dev's libpmix.so)
+  slurm-wlm-basic-plugins "$pmix2"   # tests/slurm: srun --mpi=pmix (dlopens libpmix-dev's libpmix.so)
   zlib1g-dev dataset-fashion-mnist   # the training example and its data (gzip'd IDX)
   python3                            # tests parse the timeline with Python's json module
   python3-dev                        # Python.h: the horovod package's extension module
@@ -78,3 +95,40 @@ for alt in "mpirun /usr/bin/mpirun.openmpi" "mpi /usr/bin/mpicc.openmpi" \
     $sudo update-alternatives --set "$name" "$path"
   fi
 done
+
+# Current PyTorch from PyPI, the main target of the Python tests: a venv with torch 2.13.0 (the
+# CPU wheel this project's machines hold: any other version would be several GB of CUDA
+# wheels) and what the tests import. Python 3.11, the wheel's: the python3 on PATH where it is
+# 3.11 (not Debian's own, which pip may not touch), else Debian 12's /usr/bin/python3. The
+# tests (python/CMakeLists.txt) run under it and under Debian's python3-torch. HVD_TORCH_VENV
+# moves it; HVD_NO_TORCH_VENV=1 leaves it out.
+torch_venv=${HVD_TORCH_VENV:-/opt/hvd/venv-torch2.13}
+torch_pins=(torch==2.13.0 numpy pytest cloudpickle filelock mpi4py)
+if [[ ${HVD_NO_TORCH_VENV:-0} == 1 ]]; then
+  echo "install-deps: HVD_NO_TORCH_VENV=1: no venv with PyPI's torch"
+elif [[ -x $torch_venv/bin/python ]] &&
+  "$torch_venv/bin/python" -c 'import torch, numpy, pytest, cloudpickle, filelock, mpi4py
+assert torch.__version__.split("+")[0] == "2.13.0"' 2>/dev/null; then
+  echo "install-deps: $torch_venv has torch 2.13.0"
+else
+  py311=""
+  for cand in "$(command -v python3 || true)" /usr/bin/python3; do
+    [[ -n $cand ]] || continue
+    if "$cand" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      py311=$cand
+      break
+    fi
+  done
+  if [[ -z $py311 ]]; then
+    echo "install-deps: no Python 3.11 with venv (the torch 2.13.0 wheel's): set PATH so" \
+      "that python3 is one, or HVD_NO_TORCH_VENV=1 to test on Debian's torch only" >&2
+    exit 1
+  fi
+  echo "install-deps: making $torch_venv ($py311) with ${torch_pins[*]}"
+  $sudo rm -rf "$torch_venv"
+  $sudo mkdir -p "$(dirname "$torch_venv")"
+  $sudo "$py311" -m venv "$torch_venv"
+  # (pip's notes about find-links folders that hold no such package are noise)
+  $sudo "$torch_venv/bin/pip" install -q "${torch_pins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+  "$torch_venv/bin/python" -c 'import torch, mpi4py; print("install-deps: torch", torch.__version__)'
+fi
