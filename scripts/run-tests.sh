@@ -53,8 +53,9 @@ phase "test: build-tsan"
 
 # ASan/UBSan: abort on the first report so a finding fails the test that caused it. Every
 # test again but those labelled source (they read the sources, not the build), harness
-# (they check the test bed, not the project's code) or slurm (tests/slurm/slurm.cmake says
-# why): those ran above.
+# (they check the test bed, not the project's code), slurm (tests/slurm/slurm.cmake says
+# why) or plain_once (the Python tests on PyPI's torch, while Debian's torch runs here:
+# tests/python/python.cmake): those ran above.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_suite asan "-LE source|harness|slurm" -DHVD_SANITIZE=ON
+  run_suite asan "-LE source|harness|slurm|plain_once" -DHVD_SANITIZE=ON
 phase "done"

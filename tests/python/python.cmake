@@ -1,8 +1,15 @@
-# The horovod package's tests (label python): tests/python/ranks/ run by pytest on every rank
-# of a horovodrun job at np 1, 2 and 3; tests/python/test_jobs.py drives whole jobs (a rank
-# SIGKILLed mid-training, the PyTorch example, a script written like Horovod's
-# pytorch_mnist.py) from one pytest process, and
-# tests/python/test_elastic.py elastic jobs (workers killed and added, the elastic example).
+# The horovod package's tests (label python), registered once per target interpreter
+# (python/CMakeLists.txt): python.* under the main one (PyTorch 2.13 from PyPI, in the venv that
+# scripts/install-deps.sh makes) and python_debian.* under Debian's /usr/bin/python3 with its
+# python3-torch (1.13 on Debian 12, the oldest supported), when both are there.
+#
+# tests/python/ranks/ run by pytest on every rank of a horovodrun job at np 1, 2 and 3;
+# tests/python/dist_ranks/ the torch.distributed backend under torchrun and horovodrun at np 1-4;
+# tests/python/test_jobs.py drives whole jobs (a rank SIGKILLed mid-training, the PyTorch
+# example, a script written like Horovod's pytorch_mnist.py) from one pytest process,
+# test_elastic.py elastic jobs (workers killed and added, the elastic example),
+# test_dist_jobs.py whole DDP and torchrun jobs, test_torch2.py what torch 2 adds (FSDP,
+# DTensor, distributed checkpoints, torch.compile).
 if(NOT HVD_PYTHON_BUILT)
   return()
 endif()
@@ -24,79 +31,142 @@ if(HVD_SANITIZE)
        "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1"
        "LIBC_FATAL_STDERR_=1")
 endif()
-# --capture=sys: pytest captures Python's output only, so what native code writes to fd 2 when
-# a rank dies (the sanitizer's report, glibc's abort message, libhvd's log) reaches the test
-# log instead of a capture file that dies with the process.
-foreach(np 1 2 3)
-  add_test(NAME python.ranks_np${np}
-           COMMAND timeout -k 10 580 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
-                   -np ${np} ${HVD_PYTHON_EXECUTABLE} -m pytest -q -x -p no:cacheprovider
-                   --capture=sys ${PROJECT_SOURCE_DIR}/tests/python/ranks)
-  set_tests_properties(python.ranks_np${np} PROPERTIES TIMEOUT 600 LABELS python
-                       ENVIRONMENT "${HVD_PY_ENV}")
-endforeach()
-# torch.distributed on the "hvd" backend (tests/python/dist_ranks/): every collective at np 1-4
-# under torchrun (the world forms through torch's c10d store) and under horovodrun (the world
-# is the job's). (tests/python/torchrun.py: torchrun with a rendezvous port of each job's own.)
-foreach(np 1 2 3 4)
-  add_test(NAME python.dist_torchrun_np${np}
-           COMMAND timeout -k 10 280 ${HVD_PYTHON_EXECUTABLE}
-                   ${PROJECT_SOURCE_DIR}/tests/python/torchrun.py --nproc_per_node ${np}
-                   -m pytest -q -x -p no:cacheprovider --capture=sys
-                   ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
-  add_test(NAME python.dist_horovodrun_np${np}
-           COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
-                   -np ${np} ${HVD_PYTHON_EXECUTABLE} -m pytest -q -x -p no:cacheprovider
-                   --capture=sys ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
-  set_tests_properties(python.dist_torchrun_np${np} python.dist_horovodrun_np${np} PROPERTIES
-                       TIMEOUT 300 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
-endforeach()
-add_test(NAME python.dist_jobs
-         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
-                 ${PROJECT_SOURCE_DIR}/tests/python/test_dist_jobs.py)
-set_tests_properties(python.dist_jobs PROPERTIES TIMEOUT 600 LABELS python COST 90
-                     ENVIRONMENT "${HVD_PY_ENV}")
-# test_jobs.py and test_elastic.py, split in two tests each: the whole-training jobs (the
-# PyTorch example, the Horovod-style MNIST script, the elastic example killed mid-epoch) run
-# only in the plain build, since torch runs 3-4x slower under the preloaded sanitizer runtime
-# (the elastic example's kill scenario did not finish in the test's time there); their
-# optimizer, compression, broadcast and elastic-state paths run under the sanitizer in
-# tests/python/ranks/ and in the other scenarios. Those other scenarios (every libhvd and
-# extension path of a job's life: ranks killed, stopped, leaving, workers added) are labelled
-# sanitize_once below: CI runs them in the sanitizer pass only, which runs the same assertions.
+
+# The whole-training jobs (the PyTorch example, the Horovod-style MNIST script, the elastic
+# example killed mid-epoch) never run under the sanitizer: torch runs 3-4x slower under the
+# preloaded runtime (the elastic example's kill scenario did not finish in the test's time
+# there). Their optimizer, compression, broadcast and elastic-state paths run under it in
+# tests/python/ranks/ and in the other scenarios.
 set(HVD_PY_TRAINING_JOBS "training_script or example_trains")
-# hvd_pytest_k(name file selection): test `name` runs pytest on tests/python/`file`, only the
-# cases that `selection` (pytest's -k) picks
-function(hvd_pytest_k name file selection)
-  add_test(NAME ${name}
-           COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider -k "${selection}"
-                   ${PROJECT_SOURCE_DIR}/tests/python/${file})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 600 LABELS python ENVIRONMENT "${HVD_PY_ENV}")
+
+# hvd_python_tests(prefix python mode): every Python test under one interpreter. Which pass of
+# scripts/run-tests.sh runs what (labels plain_once and sanitize_once):
+#  - mode both (the only interpreter): ranks and dist_horovodrun in both passes; the other job
+#    tests in the sanitizer pass only, since they start torchrun, mpirun or horovodrun jobs
+#    whose Python start-up dominates (an import of torch costs 2-2.5 s of CPU, and they start
+#    about 80 Python processes) and the sanitized build runs the same assertions; the training
+#    jobs in the plain pass only.
+#  - mode plain (the main interpreter beside Debian's): everything in the plain pass.
+#  - mode sanitize (Debian's beside the main one): everything in the sanitizer pass, but the
+#    training jobs, in the plain pass.
+# So each interpreter runs every test once per CI run, and the sanitizer sees every libhvd and
+# extension path of a job's life.
+function(hvd_python_tests prefix py mode)
+  set(env ${HVD_PY_ENV})
+  # What this interpreter lacks is said here, and those tests are left out of its run (never
+  # counted as passed): PyPI's torchvision does not import beside the CPU wheel of torch 2.13,
+  # and mpi4py may be missing.
+  set(deselect "")
+  execute_process(COMMAND ${py} -c "import torchvision" RESULT_VARIABLE no_vision
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(no_vision)
+    message(STATUS "${py}: no torchvision: ${prefix}.jobs_training leaves out the "
+                   "Horovod-style MNIST script (python_debian.* runs it)")
+    set(deselect " and not horovod_style")
+  endif()
+  execute_process(COMMAND ${py} -c "import mpi4py" RESULT_VARIABLE no_mpi4py
+                  OUTPUT_QUIET ERROR_QUIET)
+  execute_process(COMMAND ${py} -c "import torch; print(torch.__version__.split('.')[0])"
+                  OUTPUT_VARIABLE torch_major OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+
+  set(once "")
+  if(mode STREQUAL "plain")
+    set(once plain_once)
+  elseif(mode STREQUAL "sanitize")
+    set(once sanitize_once)
+  endif()
+  # --capture=sys: pytest captures Python's output only, so what native code writes to fd 2
+  # when a rank dies (the sanitizer's report, glibc's abort message, libhvd's log) reaches
+  # the test log instead of a capture file that dies with the process.
+  set(pytest ${py} -m pytest -q -p no:cacheprovider)
+  set(ranks_tests)
+  foreach(np 1 2 3)
+    add_test(NAME ${prefix}.ranks_np${np}
+             COMMAND timeout -k 10 580 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
+                     -np ${np} ${pytest} -x --capture=sys ${PROJECT_SOURCE_DIR}/tests/python/ranks)
+    set_tests_properties(${prefix}.ranks_np${np} PROPERTIES TIMEOUT 600)
+    list(APPEND ranks_tests ${prefix}.ranks_np${np})
+  endforeach()
+  # torch.distributed on the "hvd" backend (tests/python/dist_ranks/): every collective at np
+  # 1-4 under torchrun (the world forms through torch's c10d store) and under horovodrun (the
+  # world is the job's). (tests/python/torchrun.py: torchrun with a rendezvous port of each
+  # job's own.)
+  set(torchrun_tests)
+  foreach(np 1 2 3 4)
+    add_test(NAME ${prefix}.dist_torchrun_np${np}
+             COMMAND timeout -k 10 280 ${py} ${PROJECT_SOURCE_DIR}/tests/python/torchrun.py
+                     --nproc_per_node ${np} -m pytest -q -x -p no:cacheprovider --capture=sys
+                     ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
+    add_test(NAME ${prefix}.dist_horovodrun_np${np}
+             COMMAND timeout -k 10 280 $<TARGET_FILE:horovodrun> --gloo-timeout-seconds 60
+                     -np ${np} ${pytest} -x --capture=sys
+                     ${PROJECT_SOURCE_DIR}/tests/python/dist_ranks)
+    set_tests_properties(${prefix}.dist_torchrun_np${np} ${prefix}.dist_horovodrun_np${np}
+                         PROPERTIES TIMEOUT 300)
+    list(APPEND ranks_tests ${prefix}.dist_horovodrun_np${np})
+    list(APPEND torchrun_tests ${prefix}.dist_torchrun_np${np})
+  endforeach()
+  add_test(NAME ${prefix}.dist_jobs COMMAND ${pytest} ${PROJECT_SOURCE_DIR}/tests/python/test_dist_jobs.py)
+  set(job_tests ${prefix}.dist_jobs)
+  if(torch_major GREATER_EQUAL 2)
+    add_test(NAME ${prefix}.torch2 COMMAND ${pytest} ${PROJECT_SOURCE_DIR}/tests/python/test_torch2.py)
+    list(APPEND job_tests ${prefix}.torch2)
+  else()
+    message(STATUS "${py}: torch ${torch_major}.x: no ${prefix}.torch2 (FSDP's, DTensor's and "
+                   "distributed checkpoints' tests are torch 2's)")
+  endif()
+  # test_jobs.py and test_elastic.py, split in two tests each: the training jobs and the rest
+  add_test(NAME ${prefix}.jobs
+           COMMAND ${pytest} -k "not (${HVD_PY_TRAINING_JOBS})${deselect}"
+                   ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
+  add_test(NAME ${prefix}.elastic
+           COMMAND ${pytest} -k "not example" ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
+  list(APPEND job_tests ${prefix}.jobs ${prefix}.elastic)
+  # hvd.init(comm=...): an mpi4py communicator or a list of ranks as the world, under mpirun
+  # and horovodrun --mpi, and what horovodrun alone accepts
+  if(no_mpi4py)
+    message(STATUS "${py}: no mpi4py: no ${prefix}.init_comm")
+  else()
+    add_test(NAME ${prefix}.init_comm
+             COMMAND ${pytest} ${PROJECT_SOURCE_DIR}/tests/python/test_init_comm.py)
+    set_tests_properties(${prefix}.init_comm PROPERTIES TIMEOUT 300 COST 40)
+    list(APPEND job_tests ${prefix}.init_comm)
+  endif()
+  set_tests_properties(${job_tests} PROPERTIES TIMEOUT 600)
+  # the costliest first (tests/netns/netns.cmake says why)
+  set_tests_properties(${prefix}.jobs PROPERTIES COST 120)
+  set_tests_properties(${prefix}.elastic PROPERTIES COST 100)
+  set_tests_properties(${prefix}.dist_jobs PROPERTIES COST 90)
+  if(TEST ${prefix}.torch2)
+    set_tests_properties(${prefix}.torch2 PROPERTIES COST 90)
+  endif()
+
+  set(training_tests)
+  if(NOT HVD_SANITIZE)
+    add_test(NAME ${prefix}.jobs_training
+             COMMAND ${pytest} -k "(${HVD_PY_TRAINING_JOBS})${deselect}"
+                     ${PROJECT_SOURCE_DIR}/tests/python/test_jobs.py)
+    add_test(NAME ${prefix}.elastic_example
+             COMMAND ${pytest} -k "example" ${PROJECT_SOURCE_DIR}/tests/python/test_elastic.py)
+    set_tests_properties(${prefix}.jobs_training ${prefix}.elastic_example PROPERTIES TIMEOUT 600)
+    set(training_tests ${prefix}.jobs_training ${prefix}.elastic_example)
+  endif()
+
+  set(all ${ranks_tests} ${torchrun_tests} ${job_tests} ${training_tests})
+  set_tests_properties(${all} PROPERTIES ENVIRONMENT "${env}" LABELS python)
+  if(mode STREQUAL "both")
+    set_tests_properties(${torchrun_tests} ${job_tests} PROPERTIES LABELS "python;sanitize_once")
+  elseif(mode STREQUAL "plain")
+    set_tests_properties(${all} PROPERTIES LABELS "python;plain_once")
+  else()
+    set_tests_properties(${ranks_tests} ${torchrun_tests} ${job_tests}
+                         PROPERTIES LABELS "python;sanitize_once")
+  endif()
 endfunction()
-hvd_pytest_k(python.jobs test_jobs.py "not (${HVD_PY_TRAINING_JOBS})")
-hvd_pytest_k(python.elastic test_elastic.py "not example")
-if(NOT HVD_SANITIZE)
-  hvd_pytest_k(python.jobs_training test_jobs.py "${HVD_PY_TRAINING_JOBS}")
-  hvd_pytest_k(python.elastic_example test_elastic.py "example")
+
+if(HVD_PYTHON_DEBIAN_EXECUTABLE)
+  hvd_python_tests(python ${HVD_PYTHON_EXECUTABLE} plain)
+  hvd_python_tests(python_debian ${HVD_PYTHON_DEBIAN_EXECUTABLE} sanitize)
+else()
+  hvd_python_tests(python ${HVD_PYTHON_EXECUTABLE} both)
 endif()
-# hvd.init(comm=...): an mpi4py communicator or a list of ranks as the world, under mpirun and
-# horovodrun --mpi, and what horovodrun alone accepts
-add_test(NAME python.init_comm
-         COMMAND ${HVD_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
-                 ${PROJECT_SOURCE_DIR}/tests/python/test_init_comm.py)
-set_tests_properties(python.init_comm PROPERTIES TIMEOUT 300 LABELS python COST 40
-                     ENVIRONMENT "${HVD_PY_ENV}")
-# CI runs these once, in the sanitizer pass (label sanitize_once, scripts/run-tests.sh; as
-# tests/e2e/e2e.cmake's): they start torchrun, mpirun or horovodrun jobs whose Python
-# start-up dominates (an import of torch costs 2-2.5 s of CPU, and these tests start about 80
-# Python processes), and the sanitized build runs the same assertions on every one of them.
-# In the plain pass the dist ones took 340 s of test time on a 2-core Intel VM whose whole CI
-# run took 28.6 minutes (2026-11-28); python.jobs and python.elastic 77 s of CPU. A plain
-# build's own ctest runs them.
-set_tests_properties(python.jobs python.elastic python.dist_jobs python.dist_torchrun_np1
-                     python.dist_torchrun_np2 python.dist_torchrun_np3 python.dist_torchrun_np4
-                     python.init_comm
-                     PROPERTIES LABELS "python;sanitize_once")
-# the costliest first (tests/netns/netns.cmake says why)
-set_tests_properties(python.jobs PROPERTIES COST 120)
-set_tests_properties(python.elastic PROPERTIES COST 100)
