@@ -80,8 +80,10 @@ if len(_HVD_OPS_BY_HASH) != len(_HVD_OPS) or \
 
 
 def _op_key(op):
-    """A ReduceOp or its RedOpType, as a key of the tables above."""
-    return getattr(op, "op", op) if not isinstance(op, _RedOp) else op
+    """A ReduceOp or its RedOpType, as a key of the tables above (torch 2's ReduceOp wraps
+    its RedOpType as .op, and compares unequal to it as a dict key; torch 1.13's is the
+    enum itself)."""
+    return getattr(op, "op", op)
 
 
 # ---- the completion thread: Work futures complete when libhvd is done -----------------------
@@ -343,6 +345,36 @@ class _DoneWork(_Work):
 
 
 _DONE = _DoneWork()
+
+
+class _AllWork(_Work):
+    """The Work of several operations posted together (the coalesced forms)."""
+
+    def __init__(self, works, result):
+        super().__init__()
+        self._works, self._result = works, result
+
+    def wait(self, timeout=None):
+        for w in self._works:
+            w.wait()
+        return True
+
+    def is_completed(self):
+        return all(w.is_completed() for w in self._works)
+
+    def is_success(self):
+        return all(w.is_success() for w in self._works)
+
+    def exception(self):
+        return next((w.exception() for w in self._works if w.exception() is not None), None)
+
+    def result(self):
+        self.wait()
+        return self._result
+
+    def get_future(self):
+        return torch.futures.collect_all([w.get_future() for w in self._works]).then(
+            lambda f, result=self._result: [x.value() for x in f.value()] and result)
 
 
 def _work(handles, finish):
@@ -818,6 +850,36 @@ class ProcessGroupHvd(_ProcessGroup):
         send = input.contiguous()
         return self._alltoall_rows(send, input_split_sizes, output, "all_to_all_single")
 
+    # torch 2's names for the operations above (its dist functions call these; the base
+    # class's would look for a C++ backend, which a Python process group has not)
+
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
+                          opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self._each(outputs, inputs, self._allgather_base, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return self._each(outputs, inputs, self._reduce_scatter_base, opts)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def _each(self, outputs, inputs, fn, opts):
+        """One operation per pair, and a Work that waits for them all (libhvd fuses what
+        arrives together)."""
+        if len(outputs) != len(inputs):
+            raise RuntimeError(f"hvd backend: {len(outputs)} outputs for {len(inputs)} inputs")
+        works = [fn(o, i, opts) for o, i in zip(outputs, inputs)]
+        return _AllWork(works, list(outputs))
+
     # -- barrier
 
     def barrier(self, opts=None):
@@ -1000,6 +1062,12 @@ def _init_world(store, rank, size, timeout):
         _basics.init()
         _agree(rank, size)
     else:
+        # torchrun 2.x keeps one store for every restart of a job (its agent's) and no longer
+        # prefixes it per attempt: without an attempt of its own in the keys, a restarted
+        # rank could read the failed attempt's secret and addresses before rank 0 rewrote them
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if attempt is not None:
+            store = dist.PrefixStore(f"hvd.attempt{attempt}", store)
         set_, get = _store_callbacks(store)
         seconds = max(1, int(timeout.total_seconds())) if timeout else 0
         _hvd.init_store(rank, size, _route_addr(), set_, get, seconds)
@@ -1020,6 +1088,10 @@ def _shutdown_world():
 
 
 def _create(opts, pg_options=None):
+    return _named(_create_group(opts), opts)
+
+
+def _create_group(opts):
     ranks = list(opts.global_ranks_in_group)
     rank, size = opts.group_rank, opts.group_size
     if not ranks:
@@ -1033,6 +1105,24 @@ def _create(opts, pg_options=None):
                            "call new_group (torch's rule) through this torch's new_group; this "
                            "group was created some other way")
     return ProcessGroupHvd(rank, size, pset, ranks, opts.group_id)
+
+
+_Fake = getattr(torch._C._distributed_c10d, "FakeProcessGroup", None)
+
+
+def _named(pg, opts):
+    """torch 2 keeps a group's name in its C++ backends (ProcessGroup.group_name raises "name
+    not set" without one), and functional collectives (DTensor, fully_shard) find a group by
+    that name: a Python process group gets a placeholder backend for the CPU to carry it.
+    Every operation still reaches this group's Python methods (torch calls the group's, which
+    are ours, and the functional collectives call the group's virtual methods)."""
+    if _Fake is None or not hasattr(pg, "_register_backend"):
+        return pg  # (torch 1.13: no backends, no functional collectives)
+    create = getattr(_Fake, "_create_internal", None) or _Fake
+    holder = create(opts.group_rank, opts.group_size)
+    pg._register_backend(torch.device("cpu"), _ProcessGroup.BackendType.CUSTOM, holder)
+    pg._set_default_backend(_ProcessGroup.BackendType.CUSTOM)
+    return pg
 
 
 def _register_pset(ranks):
@@ -1087,7 +1177,12 @@ def _at_exit():
 def _register():
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        # (torch 2: a backend that names no devices is taken for cpu, cuda and xpu, with a
+        # warning at every import)
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True)
     _rdv._rendezvous_handlers["env"] = _env_handler
     _c10d._new_process_group_helper = _helper
     _c10d.destroy_process_group = _destroy
