@@ -18,10 +18,39 @@ TORCHRUN = [sys.executable, os.path.join(HERE, "torchrun.py")]
 HOROVODRUN = [os.path.join(BUILD, "horovodrun")]
 
 
+def descendants(pid):
+    """The pids of every process below pid (torchrun 2.x starts each worker in a session of
+    its own, out of reach of a kill of the launcher's process group)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+def kill_tree(pid):
+    for p in [pid] + descendants(pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run(launcher, np_, args, timeout=120, until=None, **popen):
     """Run the job: its exit status and output, once it ends, or once until() holds, or at
-    the deadline: then its whole process group is killed (a stopped rank keeps a launcher
-    waiting for ever, which is the launcher's matter, not this backend's)."""
+    the deadline: then the launcher and every process below it are killed (a stopped rank
+    keeps a launcher waiting for ever, which is the launcher's matter, not this backend's)."""
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
     cmd = (TORCHRUN + ["--nproc_per_node", str(np_)] if launcher == "torchrun"
            else HOROVODRUN + ["-np", str(np_)])
@@ -33,7 +62,7 @@ def run(launcher, np_, args, timeout=120, until=None, **popen):
     while p.poll() is None and time.monotonic() < deadline and not (until and until()):
         time.sleep(0.1)
     if p.poll() is None:
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_tree(p.pid)
     out, _ = p.communicate()
     return p.returncode, out
 
