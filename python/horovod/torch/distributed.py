@@ -435,6 +435,27 @@ def _in_place(tensors):
     return bufs, finish
 
 
+# monitored_barrier's point-to-point tags: far above those programs use, one per call
+_MONITORED_TAG = 1 << 30
+_MONITORED_TAGS = 1 << 20
+
+
+def _wait_some(works, deadline, stop_at_first):
+    """Poll works (key -> Work) until all are complete or the deadline passes: the sorted keys
+    of those still incomplete then (only the first, in key order, with stop_at_first, which
+    also stops at the first that is incomplete at the deadline)."""
+    pending = sorted(works)
+    while pending:
+        pending = [k for k in pending if not works[k].is_completed()]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.001)
+    for k in sorted(works):
+        if k not in pending:
+            works[k].wait()  # (raises a failed message's error)
+    return pending[:1] if stop_at_first else pending
+
+
 class ProcessGroupHvd(_ProcessGroup):
     """A torch.distributed process group over libhvd: the world (process set 0) or a group made
     by new_group (an hvd process set)."""
@@ -447,6 +468,8 @@ class ProcessGroupHvd(_ProcessGroup):
         self._counts = {}    # operations posted so far, per signature (_name)
         self._inflight = {}  # name -> the handle that last had it
         self._lock = threading.Lock()
+        self._timeout = _c10d.default_pg_timeout  # (the group's own, set by _create)
+        self._monitored = 0  # monitored barriers so far (their message tags)
 
     # torch asks the backend its name through either of these
     def getBackendName(self):
@@ -888,9 +911,36 @@ class ProcessGroupHvd(_ProcessGroup):
         return self._post(_hvd.ALLREDUCE, [self._item(name, token, token, token)],
                           lambda _: [token], token)
 
-    def monitored_barrier(self, *args, **kwargs):
-        raise RuntimeError("hvd backend: monitored_barrier is gloo's; barrier() names a rank "
-                           "that does not arrive within the group's timeout")
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier, as torch.distributed.monitored_barrier documents it:
+        every rank reports to rank 0 of the group, which acknowledges once all have; one that
+        has not reported within timeout fails rank 0's call, naming it (all of them with
+        wait_all_ranks), and the others' calls fail for want of rank 0's acknowledgement. Point
+        to point messages with a tag of their own per call (torch.distributed refuses this call
+        for any backend but gloo: horovod.torch.distributed routes it here for hvd's groups)."""
+        seconds = (timeout or self._timeout).total_seconds()
+        deadline = time.monotonic() + seconds
+        tag = _MONITORED_TAG + self._monitored % _MONITORED_TAGS
+        self._monitored += 1
+        ms = int(seconds * 1000)
+        if self.rank() == 0:
+            slots = {r: torch.zeros(1, dtype=torch.int32) for r in range(1, self.size())}
+            works = {r: self._p2p([t], r, tag, False) for r, t in slots.items()}
+            missing = _wait_some(works, deadline, stop_at_first=not wait_all_ranks)
+            if missing:
+                who = (f"Ranks {', '.join(map(str, missing))}" if len(missing) > 1 else
+                       f"Rank {missing[0]}")
+                raise RuntimeError(f"hvd backend: {who} failed to pass monitoredBarrier in "
+                                   f"{ms} ms (group of {self.size()}; rank 0 waited)")
+            for r in slots:
+                self._p2p([torch.ones(1, dtype=torch.int32)], r, tag, True)
+        else:
+            self._p2p([torch.ones(1, dtype=torch.int32)], 0, tag, True)
+            ack = self._p2p([torch.zeros(1, dtype=torch.int32)], 0, tag, False)
+            if _wait_some({0: ack}, deadline, stop_at_first=True):
+                raise RuntimeError(f"hvd backend: rank {self.rank()}: no acknowledgement from "
+                                   f"rank 0 within {ms} ms in monitoredBarrier: a rank of the "
+                                   "group failed to reach it (rank 0's error names it)")
 
     # -- point to point
 
@@ -1088,7 +1138,26 @@ def _shutdown_world():
 
 
 def _create(opts, pg_options=None):
-    return _named(_create_group(opts), opts)
+    _warn_debug_detail()
+    pg = _create_group(opts)
+    if opts.timeout is not None:
+        pg._timeout = opts.timeout
+    return _named(pg, opts)
+
+
+def _warn_debug_detail():
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL checks each collective's shapes and types across ranks
+    by wrapping a C++ backend in a ProcessGroupWrapper; torch skips that for a process group
+    written in Python, so on hvd they would silently not run: say so, once."""
+    if _owned.get("warned_detail"):
+        return
+    level = getattr(dist, "get_debug_level", lambda: None)()
+    if level is not None and level == getattr(getattr(dist, "DebugLevel", None), "DETAIL", 0):
+        import warnings
+        warnings.warn("hvd backend: TORCH_DISTRIBUTED_DEBUG=DETAIL's collective checks (torch's "
+                      "ProcessGroupWrapper) do not run on hvd: torch wraps only C++ backends. "
+                      "DDP's own DETAIL checks still run.", stacklevel=3)
+        _owned["warned_detail"] = True
 
 
 def _create_group(opts):
@@ -1150,6 +1219,19 @@ def _helper(group_size, group_rank, global_ranks_in_group, backend, store, *args
         _state.pset = None
 
 
+_orig_monitored_barrier = _c10d.monitored_barrier
+
+
+def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, which torch implements for gloo only: on a group
+    of this backend, ProcessGroupHvd.monitored_barrier."""
+    pg = _c10d._get_default_group() if group is None or group is _c10d.GroupMember.WORLD \
+        else group
+    if isinstance(pg, ProcessGroupHvd):
+        return pg.monitored_barrier(timeout, wait_all_ranks)
+    return _orig_monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+
+
 _orig_env_handler = _rdv._rendezvous_handlers["env"]
 _orig_destroy = _c10d.destroy_process_group
 
@@ -1187,6 +1269,8 @@ def _register():
     _c10d._new_process_group_helper = _helper
     _c10d.destroy_process_group = _destroy
     dist.destroy_process_group = _destroy
+    _c10d.monitored_barrier = _monitored_barrier
+    dist.monitored_barrier = _monitored_barrier
     atexit.register(_at_exit)
 
 

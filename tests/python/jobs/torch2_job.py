@@ -14,7 +14,8 @@ MODE dtensor: a 1-D device mesh and, at four ranks, a 2-D one: distribute_tensor
 MODE dcp: torch.distributed.checkpoint saves an FSDP model's and optimizer's sharded state to
   OUT_DIR/ckpt, a fresh model loads it, and both go on training for a step: OUT_DIR/weights.pt
   is the loaded model's (the saved one's must be equal, and is checked here).
-MODE monitored_barrier: dist.monitored_barrier, and the error torch gives other backends.
+MODE monitored_barrier: dist.monitored_barrier with every rank on time, then with every rank
+  but 0 late: OUT_DIR/all_arrive<rank> and OUT_DIR/late<rank> hold "ok" or the error.
 
 Equal weights on gloo and hvd are what the test asserts (both sum two ranks' values exactly).
 """
@@ -185,13 +186,23 @@ elif mode == "dcp":
         assert torch.equal(saved[n], loaded[n]), f"{n} differs a step after dcp.load"
     save(loaded)
 elif mode == "monitored_barrier":
-    try:
-        dist.monitored_barrier(timeout=datetime.timedelta(seconds=10), wait_all_ranks=True)
-        result = "ok"
-    except Exception as e:  # noqa: B902 (what torch or the backend says is the result)
-        result = f"{type(e).__name__}: {e}"
-    with open(os.path.join(out_dir, f"monitored{rank}"), "w") as f:
-        f.write(result + "\n")
+    import time
+
+    def monitored(tag, wait_all=False):
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=2),
+                                   wait_all_ranks=wait_all)
+            result = "ok"
+        except RuntimeError as e:  # (what torch or the backend says is the result)
+            result = f"error: {e}"
+        with open(os.path.join(out_dir, f"{tag}{rank}"), "w") as f:
+            f.write(result + "\n")
+    monitored("all_arrive")
+    dist.barrier()
+    if rank != 0:  # the others come 4 s late: rank 0 names them once its 2 s are over
+        time.sleep(4)
+    monitored("late", wait_all=True)
+    os._exit(0)  # (a failed monitored barrier leaves its messages unmatched: no shutdown)
 else:
     raise SystemExit(f"torch2_job.py: unknown mode {mode}")
 dist.destroy_process_group()
