@@ -160,6 +160,11 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
+    # as Horovod's: broadcast_object and the elastic state pickle with cloudpickle. torch is
+    # not required, as Horovod does not require it (pip would take a CUDA build of the newest
+    # torch where none is installed): install the torch you train with first, or beside hvd
+    # (pip install torch==2.13.0 .)
+    install_requires=["cloudpickle"],
     package_dir={"": "python"},
     packages=packages,
     ext_modules=[Extension("horovod._hvd", sources=[])],
