@@ -9,7 +9,8 @@
 #    (tools/pytorch_allreduce_latency.py: median over the calls of the slowest rank, us).
 # 2. A DDP training step (tools/ddp_step_interleaved.py, which runs every peer in one job,
 #    taken in turn: DDP on hvd and on gloo, horovod.torch's DistributedOptimizer, both DDPs
-#    tuned, DDP synchronizing only, no exchange) at batch 8 and 64 per rank, REPEATS jobs.
+#    tuned, DDP synchronizing only, FSDP on hvd and on gloo (torch 2), no exchange) at batch 8
+#    and 64 per rank, REPEATS jobs.
 # horovodrun launches every job (torch.distributed's ranks come from it: the world is the
 # job's for hvd, gloo meets at MASTER_ADDR). Each measurement runs REPEATS times (default 3),
 # the peers interleaved so that the machine's drift hits all alike; part 1 prints every
@@ -23,7 +24,11 @@ batches=${4:-"8 64"}
 here=$(cd "$(dirname "$0")" && pwd)
 run="$build/horovodrun"
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-py=/usr/bin/python3
+# PY: the interpreter (default: the venv with PyPI's torch 2.13 that scripts/install-deps.sh
+# makes, else Debian's python3 and its torch 1.13)
+venv_py=${HVD_TORCH_VENV:-/opt/hvd/venv-torch2.13}/bin/python
+if [[ -n ${PY:-} ]]; then py=$PY; elif [[ -x $venv_py ]]; then py=$venv_py; else py=/usr/bin/python3; fi
+echo "(python: $py, torch $($py -c 'import torch; print(torch.__version__)'))"
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -A got

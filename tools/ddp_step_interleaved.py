@@ -20,12 +20,18 @@ the same data, SGD):
   ddp-sync      DDP on hvd whose communication hook only synchronizes the ranks (a
                 one-element allreduce per bucket): the step of a backend that moved its data
                 for free, its ranks still waiting for the slowest
+  fsdp-hvd      FullyShardedDataParallel (torch 2) on the "hvd" backend: parameters sharded,
+                gathered for each forward and backward (all_gather_into_tensor), gradients
+                reduce-scattered
+  fsdp-gloo     the same on gloo
   local         no DDP and no gradients exchanged, one one-element allreduce per step so that
-                the ranks stay in step: what the computing costs
+                the ranks stay in step: what the computing costs (the floor)
 
 For each peer it prints the median step time over all its steps, the range of the rounds'
-medians (the spread), total img/s, and the step time over DDP-on-gloo's and over
-DistributedOptimizer's. horovodrun or torchrun launches it (ranks from RANK/WORLD_SIZE, else
+medians (the spread), total img/s, the step time over DDP-on-gloo's and over
+DistributedOptimizer's, and, with local among the peers, the time over the floor (what the
+exchange adds to a step) over gloo's (DDP's over ddp-gloo's, FSDP's over fsdp-gloo's).
+--peers picks some (the FSDP ones are left out by default on torch 1.13, whose FSDP is older). horovodrun or torchrun launches it (ranks from RANK/WORLD_SIZE, else
 HOROVOD_RANK/HOROVOD_SIZE); gloo meets through torch's TCPStore at MASTER_ADDR:MASTER_PORT
 (default 127.0.0.1 and --port). gloo's group and hvd's share the
 cores: each peer's threads are idle while another's steps run.
@@ -46,14 +52,17 @@ from pytorch_synthetic_benchmark import build_model, sync_hook  # noqa: E402
 
 import horovod.torch as hvd  # noqa: E402  (also registers the "hvd" backend)
 
-PEERS = ["ddp-hvd", "ddp-gloo", "distopt", "ddp-hvd-tuned", "ddp-gloo-tuned", "ddp-sync", "local"]
+PEERS = ["ddp-hvd", "ddp-gloo", "distopt", "ddp-hvd-tuned", "ddp-gloo-tuned", "ddp-sync",
+         "fsdp-hvd", "fsdp-gloo", "local"]
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+DEFAULT_PEERS = [p for p in PEERS if TORCH2 or not p.startswith("fsdp")]
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--batch-size", type=int, default=8, help="input batch size per rank")
 parser.add_argument("--rounds", type=int, default=12)
 parser.add_argument("--steps", type=int, default=5, help="steps of each peer per round")
 parser.add_argument("--warmup", type=int, default=3, help="rounds of one step each, not timed")
-parser.add_argument("--peers", default=",".join(PEERS),
+parser.add_argument("--peers", default=",".join(DEFAULT_PEERS),
                     help="comma-separated, of: " + ", ".join(PEERS))
 parser.add_argument("--port", type=int, default=29517, help="MASTER_PORT when it is not set")
 
@@ -79,6 +88,11 @@ def make_peers(names, gloo, lr):
             model = nn.parallel.DistributedDataParallel(model, **kwargs)
             if name == "ddp-sync":
                 model.register_comm_hook(torch.zeros(1), sync_hook)
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        elif name.startswith("fsdp-"):
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            group = gloo if "gloo" in name else None
+            model = FSDP(model, process_group=group, device_id=torch.device("cpu"))
             optimizer = torch.optim.SGD(model.parameters(), lr=lr)
         elif name == "distopt":
             optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr),
@@ -143,6 +157,10 @@ def report(times, nrounds, batch, size):
         for peer in ("ddp-gloo", "distopt"):
             if peer in med and peer != n:
                 line += f"  /{peer} {med[n] / med[peer]:.3f}"
+        gloo_twin = n.split("-")[0] + "-gloo" + ("-tuned" if n.endswith("-tuned") else "")
+        if "local" in med and n.endswith(("-hvd", "-hvd-tuned")) and gloo_twin in med:
+            over = (med[n] - med["local"]) / (med[gloo_twin] - med["local"])
+            line += f"  over-floor/{gloo_twin}'s {over:.2f}"
         print(line, flush=True)
 
 
