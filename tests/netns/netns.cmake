@@ -32,3 +32,12 @@ set_tests_properties(netns.discovery PROPERTIES COST 120)
 set_tests_properties(netns.elastic PROPERTIES COST 70)
 # the self-check holds both beds: first, before the others take them
 set_tests_properties(netns.netbed PROPERTIES COST 300)
+# torchrun across two hosts on the "hvd" backend (torch's c10d rendezvous, a restart after a
+# killed worker), under the main Python interpreter: its torch is PyPI's torch 2, whose runs
+# belong to the plain pass (label plain_once, tests/python/python.cmake says why)
+if(HVD_PYTHON_BUILT AND HVD_WITH_PYTORCH)
+  add_test(NAME netns.torchrun COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_torchrun.sh)
+  set_tests_properties(netns.torchrun PROPERTIES TIMEOUT 400 LABELS "netns;python;plain_once"
+    SKIP_RETURN_CODE 77 RESOURCE_LOCK netbed_b COST 100
+    ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};HVD_PYTHON=${HVD_PYTHON_EXECUTABLE}")
+endif()

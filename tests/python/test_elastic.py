@@ -119,9 +119,13 @@ def test_host_added_worker_joins(tmp_path):
 
 
 def test_elastic_example_survives_a_worker_killed_mid_epoch(tmp_path):
+    # (the job's own mark in its workers' environment: the same example may run in another
+    # test at the same time, under another interpreter)
+    mark = f"HVD_TEST_JOB={tmp_path}"
     job = Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1"],
               ["-np", "2", "--min-np", "1", sys.executable, EXAMPLE, "--epochs", "2",
-               "--train-limit", "6000", "--test-limit", "2000", "--batches-per-commit", "5"])
+               "--train-limit", "6000", "--test-limit", "2000", "--batches-per-commit", "5"],
+              HVD_TEST_JOB=str(tmp_path))
     pids = []
 
     def second_worker_started(_):
@@ -129,7 +133,8 @@ def test_elastic_example_survives_a_worker_killed_mid_epoch(tmp_path):
         for pid in out.split():
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
-                    if b"HOROVOD_HOSTNAME=127.0.0.2\0" in f.read():
+                    environ = f.read().split(b"\0")
+                if b"HOROVOD_HOSTNAME=127.0.0.2" in environ and mark.encode() in environ:
                         pids.append(int(pid))
                         return True
             except OSError:

@@ -1112,9 +1112,12 @@ def _init_world(store, rank, size, timeout):
         _basics.init()
         _agree(rank, size)
     else:
-        # torchrun 2.x keeps one store for every restart of a job (its agent's) and no longer
-        # prefixes it per attempt: without an attempt of its own in the keys, a restarted
-        # rank could read the failed attempt's secret and addresses before rank 0 rewrote them
+        # torchrun 2 keeps one store (its agent's) for every rendezvous round of a job, with
+        # no prefix per round: a restarted rank could read the failed attempt's secret and
+        # addresses before their new owners rewrote them. The restart count names the attempt
+        # on one host; agents on several hosts can disagree on it (an agent that restarts its
+        # workers because another host re-joined does not count that restart), which
+        # docs/torch-distributed.md says.
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
         if attempt is not None:
             store = dist.PrefixStore(f"hvd.attempt{attempt}", store)
