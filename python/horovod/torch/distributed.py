@@ -54,36 +54,31 @@ _Work = torch._C._distributed_c10d.Work
 _work_from_future = torch._C._distributed_c10d._create_work_from_future
 _RedOp = dist.ReduceOp
 
-# torch's reduce ops that libhvd runs itself
-_HVD_OPS = {
-    _RedOp.SUM: _hvd.SUM,
-    _RedOp.PRODUCT: _hvd.PRODUCT,
-    _RedOp.MIN: _hvd.MIN,
-    _RedOp.MAX: _hvd.MAX,
-}
-if hasattr(_RedOp, "AVG"):
-    _HVD_OPS[_RedOp.AVG] = _hvd.AVERAGE
-# the bitwise ops, done locally over an allgather (integers and bool only)
-_BITWISE = {
-    _RedOp.BAND: torch.bitwise_and,
-    _RedOp.BOR: torch.bitwise_or,
-    _RedOp.BXOR: torch.bitwise_xor,
-}
-
-# The same by the ReduceOp's hash, which is its op type (torch 1.13): looking a ReduceOp up
-# in _HVD_OPS compares it in Python (1.6 us a call), hashing it is 0.3. Empty (every lookup
-# takes the long way) should a torch hash two of them alike.
-_HVD_OPS_BY_HASH = {hash(k): v for k, v in _HVD_OPS.items()}
-if len(_HVD_OPS_BY_HASH) != len(_HVD_OPS) or \
-        any(hash(k) in _HVD_OPS_BY_HASH for k in _BITWISE):
-    _HVD_OPS_BY_HASH = {}
-
-
 def _op_key(op):
-    """A ReduceOp or its RedOpType, as a key of the tables above (torch 2's ReduceOp wraps
-    its RedOpType as .op, and compares unequal to it as a dict key; torch 1.13's is the
-    enum itself)."""
+    """A ReduceOp or its RedOpType, as a key of the tables below: the RedOpType (a ReduceOp
+    wraps it as .op; torch 2's dist.ReduceOp.SUM is the RedOpType itself, torch 1.13's a
+    ReduceOp, and neither version compares the two forms as dict keys)."""
     return getattr(op, "op", op)
+
+
+# torch's reduce ops that libhvd runs itself
+_OPS = [(_RedOp.SUM, _hvd.SUM), (_RedOp.PRODUCT, _hvd.PRODUCT), (_RedOp.MIN, _hvd.MIN),
+        (_RedOp.MAX, _hvd.MAX)]
+if hasattr(_RedOp, "AVG"):
+    _OPS.append((_RedOp.AVG, _hvd.AVERAGE))
+_HVD_OPS = {_op_key(k): v for k, v in _OPS}
+# the bitwise ops, done locally over an allgather (integers and bool only)
+_BITWISE_OPS = [(_RedOp.BAND, torch.bitwise_and), (_RedOp.BOR, torch.bitwise_or),
+                (_RedOp.BXOR, torch.bitwise_xor)]
+_BITWISE = {_op_key(k): v for k, v in _BITWISE_OPS}
+
+# The same by the ReduceOp's hash, which is its op type: looking a ReduceOp up in _HVD_OPS
+# takes an attribute and a comparison in Python (1.6 us a call), hashing it is 0.3. Empty
+# (every lookup takes the long way) should a torch hash two of them alike.
+_HVD_OPS_BY_HASH = {hash(k): v for k, v in _OPS}
+if len(_HVD_OPS_BY_HASH) != len(_OPS) or \
+        any(hash(k) in _HVD_OPS_BY_HASH for k, _ in _BITWISE_OPS):
+    _HVD_OPS_BY_HASH = {}
 
 
 # ---- the completion thread: Work futures complete when libhvd is done -----------------------
@@ -792,7 +787,7 @@ class ProcessGroupHvd(_ProcessGroup):
         """output (n elements) receives this rank's block of the reduction of send (size * n)."""
         key = _op_key(op)
         n, rank = output.numel(), self.rank()
-        if key in (_RedOp.SUM,) or (hasattr(_RedOp, "AVG") and key == _RedOp.AVG):
+        if _HVD_OPS.get(key) in (_hvd.SUM, _hvd.AVERAGE):
             out = _flat(output)
             name = None
             item = self._item(name, send, out, send, op=_HVD_OPS[key])
