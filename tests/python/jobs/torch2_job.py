@@ -1,7 +1,10 @@
 """What torch 2 users run on the CPU with gloo, run by tests/python/test_torch2.py under torchrun
 with a backend named on the command line:
 
-    torch2_job.py BACKEND OUT_DIR MODE
+    torch2_job.py BACKEND OUT_DIR MODE[,MODE...]
+
+Each MODE runs in turn in one process group (a job's start-up costs more than most modes), and
+writes to OUT_DIR/MODE (OUT_DIR below). monitored_barrier ends the job: it comes last.
 
 MODE fsdp: FullyShardedDataParallel over a fixed MLP on fixed data (its flat parameter
   sharded): each rank's shard in OUT_DIR/shard<rank>.pt.
@@ -29,7 +32,7 @@ import torch.nn as nn
 
 import horovod.torch  # noqa: F401  (registers the "hvd" backend)
 
-backend, out_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+backend, out_dir, modes = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
 rank, size = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
@@ -54,10 +57,10 @@ def train(model, opt, steps, first=0):
         opt.step()
 
 
-def save(state):
+def save(state, out):
     if rank == 0:
         torch.save({k: v.detach().clone() for k, v in state.items()},
-                   os.path.join(out_dir, "weights.pt"))
+                   os.path.join(out, "weights.pt"))
 
 
 def full_state(model):
@@ -67,7 +70,8 @@ def full_state(model):
                                                                  cpu_offload=True))
 
 
-if mode == "fsdp":
+
+def run_fsdp(out):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     model = FSDP(mlp(), device_id=torch.device("cpu"))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -75,8 +79,10 @@ if mode == "fsdp":
     # Each rank's shard of the flat parameter: torch 2.13's FSDP crashes (SIGSEGV, on gloo
     # too) gathering a full state dict of a CPU model, in unflatten_as_params
     torch.save([p.detach().clone() for p in model.parameters()],
-               os.path.join(out_dir, f"shard{rank}.pt"))
-elif mode == "fully_shard":
+               os.path.join(out, f"shard{rank}.pt"))
+
+
+def run_fully_shard(out):
     from torch.distributed.fsdp import fully_shard
     model = mlp()
     for layer in model:
@@ -85,8 +91,10 @@ elif mode == "fully_shard":
     fully_shard(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     train(model, opt, 12)
-    save(full_state(model))
-elif mode == "ddp_compile":
+    save(full_state(model), out)
+
+
+def run_ddp_compile(out):
     import torch._dynamo
     seen = []
 
@@ -99,10 +107,12 @@ elif mode == "ddp_compile":
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     train(ddp, opt, 12)
     if rank == 0:
-        with open(os.path.join(out_dir, "compiled"), "w") as f:
+        with open(os.path.join(out, "compiled"), "w") as f:
             f.write(f"inductor graphs: {len(seen)}\n")
-    save(model.state_dict())
-elif mode == "dtensor":
+    save(model.state_dict(), out)
+
+
+def run_dtensor(out):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
     checks = []
@@ -150,9 +160,11 @@ elif mode == "dtensor":
         peers = [r for r in range(4) if r // 2 == rank // 2]
         assert torch.equal(got, torch.full((2,), float(sum(peers)))), (got, peers, tp)
         checks.append("mesh2d")
-    with open(os.path.join(out_dir, f"dtensor{rank}"), "w") as f:
+    with open(os.path.join(out, f"dtensor{rank}"), "w") as f:
         f.write(" ".join(checks) + "\n")
-elif mode == "dcp":
+
+
+def run_dcp(out):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.distributed.fsdp import fully_shard
@@ -167,13 +179,13 @@ elif mode == "dcp":
     model, opt = sharded()
     train(model, opt, 5)
     msd, osd = get_state_dict(model, opt)
-    dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(out_dir, "ckpt"))
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(out, "ckpt"))
     dist.barrier()
     fresh, fresh_opt = sharded()  # different weights, no optimizer state yet
     train(fresh, fresh_opt, 1, first=50)
     msd2, osd2 = get_state_dict(fresh, fresh_opt)
     state = {"model": msd2, "optim": osd2}
-    dcp.load(state, checkpoint_id=os.path.join(out_dir, "ckpt"))
+    dcp.load(state, checkpoint_id=os.path.join(out, "ckpt"))
     set_state_dict(fresh, fresh_opt, model_state_dict=state["model"],
                    optim_state_dict=state["optim"])
     # the loaded model is the saved one: the same weights, and the same after a step more
@@ -184,8 +196,10 @@ elif mode == "dcp":
     saved, loaded = full_state(model), full_state(fresh)
     for n in saved:
         assert torch.equal(saved[n], loaded[n]), f"{n} differs a step after dcp.load"
-    save(loaded)
-elif mode == "monitored_barrier":
+    save(loaded, out)
+
+
+def run_monitored_barrier(out):
     import time
 
     def monitored(tag, wait_all=False):
@@ -195,7 +209,7 @@ elif mode == "monitored_barrier":
             result = "ok"
         except RuntimeError as e:  # (what torch or the backend says is the result)
             result = f"error: {e}"
-        with open(os.path.join(out_dir, f"{tag}{rank}"), "w") as f:
+        with open(os.path.join(out, f"{tag}{rank}"), "w") as f:
             f.write(result + "\n")
     monitored("all_arrive")
     dist.barrier()
@@ -203,6 +217,14 @@ elif mode == "monitored_barrier":
         time.sleep(4)
     monitored("late", wait_all=True)
     os._exit(0)  # (a failed monitored barrier leaves its messages unmatched: no shutdown)
-else:
-    raise SystemExit(f"torch2_job.py: unknown mode {mode}")
+
+
+for mode in modes:  # (one process group for all: a job's start-up is most of a mode's cost)
+    run = globals().get(f"run_{mode}")
+    if run is None:
+        raise SystemExit(f"torch2_job.py: unknown mode {mode}")
+    where = os.path.join(out_dir, mode)
+    os.makedirs(where, exist_ok=True)
+    run(where)
+    dist.barrier()
 dist.destroy_process_group()
