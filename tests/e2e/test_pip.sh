@@ -83,4 +83,22 @@ HOME=$TMP/home $PY -m pip uninstall -y --break-system-packages horovod >/dev/nul
 left=$(find "$TMP/userbase" -type f)
 [[ -z $left ]] || fail "--user: pip uninstall left files: $left"
 ok "--user: installed, ran, uninstalled without a trace"
+
+# the Quick start's environment: a venv of its own (no system site packages) on the Python of
+# the venv with PyPI's torch 2.13 that scripts/install-deps.sh makes, whose packages it sees
+# through a .pth file (a copy of the CPU wheel's 700 MB would be all this test downloads)
+torch_venv=${HVD_TORCH_VENV:-/opt/hvd/venv-torch2.13}
+if [[ -x $torch_venv/bin/python ]]; then
+  "$torch_venv/bin/python" -m venv "$TMP/venv2"
+  site=$("$TMP/venv2/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+    >"$site/torch_venv.pth"
+  "$TMP/venv2/bin/pip" install --no-index --no-deps "$wheel" >"$TMP/install2.log" 2>&1 ||
+    fail "pip install into a venv on PyPI's torch: $(cat "$TMP/install2.log")"
+  version=$("$TMP/venv2/bin/python" -c 'import torch; print(torch.__version__)')
+  [[ $version == 2.* ]] || fail "the venv on PyPI's torch imports torch $version"
+  check_install "venv on torch $version" "$TMP/venv2/bin" "$TMP/venv2/bin/python"
+else
+  echo "note: no $torch_venv (scripts/install-deps.sh makes it): the install on PyPI's torch is not checked"
+fi
 pass
