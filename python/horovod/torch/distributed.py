@@ -29,6 +29,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from urllib.parse import urlparse
 
@@ -361,15 +362,19 @@ class _AllWork(_Work):
         return all(w.is_success() for w in self._works)
 
     def exception(self):
-        return next((w.exception() for w in self._works if w.exception() is not None), None)
+        errors = (w.exception() for w in self._works)
+        return next((e for e in errors if e is not None), None)
 
     def result(self):
         self.wait()
         return self._result
 
     def get_future(self):
-        return torch.futures.collect_all([w.get_future() for w in self._works]).then(
-            lambda f, result=self._result: [x.value() for x in f.value()] and result)
+        def all_done(fut, result=self._result):
+            for f in fut.value():
+                f.value()  # (raises an operation's error)
+            return result
+        return torch.futures.collect_all([w.get_future() for w in self._works]).then(all_done)
 
 
 def _work(handles, finish):
@@ -436,9 +441,9 @@ _MONITORED_TAGS = 1 << 20
 
 
 def _wait_some(works, deadline, stop_at_first):
-    """Poll works (key -> Work) until all are complete or the deadline passes: the sorted keys
-    of those still incomplete then (only the first, in key order, with stop_at_first, which
-    also stops at the first that is incomplete at the deadline)."""
+    """Poll works (key -> Work) until all are complete or the deadline passes, and return the
+    sorted keys of those still incomplete then (only the lowest with stop_at_first). A
+    complete one that failed raises its error."""
     pending = sorted(works)
     while pending:
         pending = [k for k in pending if not works[k].is_completed()]
@@ -455,7 +460,7 @@ class ProcessGroupHvd(_ProcessGroup):
     """A torch.distributed process group over libhvd: the world (process set 0) or a group made
     by new_group (an hvd process set)."""
 
-    def __init__(self, rank, size, pset, global_ranks, group_id):
+    def __init__(self, rank, size, pset, global_ranks, group_id, timeout=None):
         super().__init__(rank, size)
         self._pset = pset
         self._global = list(global_ranks)  # group rank -> global rank
@@ -463,7 +468,7 @@ class ProcessGroupHvd(_ProcessGroup):
         self._counts = {}    # operations posted so far, per signature (_name)
         self._inflight = {}  # name -> the handle that last had it
         self._lock = threading.Lock()
-        self._timeout = _c10d.default_pg_timeout  # (the group's own, set by _create)
+        self._timeout = timeout or _c10d.default_pg_timeout  # (monitored_barrier's default)
         self._monitored = 0  # monitored barriers so far (their message tags)
 
     # torch asks the backend its name through either of these
@@ -738,7 +743,6 @@ class ProcessGroupHvd(_ProcessGroup):
                 raise RuntimeError(f"hvd backend: {what}: {got} elements arrived for an output "
                                    f"of {output.numel()}")
             if got:
-                import warnings
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     flat = torch.frombuffer(buf, dtype=output.dtype)
@@ -1137,25 +1141,22 @@ def _shutdown_world():
 
 def _create(opts, pg_options=None):
     _warn_debug_detail()
-    pg = _create_group(opts)
-    if opts.timeout is not None:
-        pg._timeout = opts.timeout
-    return _named(pg, opts)
+    return _named(_create_group(opts), opts)
+
+
+_detail_warned = False
 
 
 def _warn_debug_detail():
     """TORCH_DISTRIBUTED_DEBUG=DETAIL checks each collective's shapes and types across ranks
     by wrapping a C++ backend in a ProcessGroupWrapper; torch skips that for a process group
-    written in Python, so on hvd they would silently not run: say so, once."""
-    if _owned.get("warned_detail"):
-        return
-    level = getattr(dist, "get_debug_level", lambda: None)()
-    if level is not None and level == getattr(getattr(dist, "DebugLevel", None), "DETAIL", 0):
-        import warnings
+    written in Python, so on hvd they would silently not run: say so, once a process."""
+    global _detail_warned
+    if not _detail_warned and dist.get_debug_level() == dist.DebugLevel.DETAIL:
         warnings.warn("hvd backend: TORCH_DISTRIBUTED_DEBUG=DETAIL's collective checks (torch's "
                       "ProcessGroupWrapper) do not run on hvd: torch wraps only C++ backends. "
                       "DDP's own DETAIL checks still run.", stacklevel=3)
-        _owned["warned_detail"] = True
+        _detail_warned = True
 
 
 def _create_group(opts):
@@ -1163,15 +1164,15 @@ def _create_group(opts):
     rank, size = opts.group_rank, opts.group_size
     if not ranks:
         _init_world(opts.store, rank, size, opts.timeout)
-        return ProcessGroupHvd(rank, size, 0, range(size), opts.group_id)
+        return ProcessGroupHvd(rank, size, 0, range(size), opts.group_id, opts.timeout)
     if len(ranks) == _hvd.size():
-        return ProcessGroupHvd(rank, size, 0, ranks, opts.group_id)
+        return ProcessGroupHvd(rank, size, 0, ranks, opts.group_id, opts.timeout)
     pset = getattr(_state, "pset", None)
     if pset is None:
         raise RuntimeError("hvd backend: a group of some ranks needs every rank of the job to "
                            "call new_group (torch's rule) through this torch's new_group; this "
                            "group was created some other way")
-    return ProcessGroupHvd(rank, size, pset, ranks, opts.group_id)
+    return ProcessGroupHvd(rank, size, pset, ranks, opts.group_id, opts.timeout)
 
 
 _Fake = getattr(torch._C._distributed_c10d, "FakeProcessGroup", None)
