@@ -22,21 +22,20 @@ netns_bed_up 2 --hostnames
 export PYTHONPATH=$HVD_BUILD_DIR/python PYTHONDONTWRITEBYTECODE=1
 JOB=$HVD_SOURCE_DIR/tests/python/jobs/ddp_job.py
 
-# torchrun_pair OUT_DIR WORKERS EXTRA_ARGS JOB_ARGS...: one torchrun per host with WORKERS
-# workers each, both to the end (180 s at most); their output in OUT_DIR/h<i>.log; fails
-# naming the host whose agent failed
+# torchrun_pair OUT_DIR JOB_ARGS...: one torchrun per host with one worker each, both to the
+# end (180 s at most; netns_cleanup ends whatever is left in the bed); their output in
+# OUT_DIR/h<i>.log; fails naming the host whose agent failed
 torchrun_pair() {
-  local out=$1 workers=$2 extra=$3
-  shift 3
+  local out=$1
+  shift
   mkdir -p "$out"
   local port=$((20000 + RANDOM % 10000)) id pids=() h rc=0
   id=$(basename "$out")-$RANDOM
   for h in h1 h2; do
     # (the c10d rendezvous store listens on h1; the agent of h2 joins it there)
-    # shellcheck disable=SC2086  # extra holds separate torchrun options
     bash "$netbed" exec "$h" timeout -k 5 180 "$HVD_PYTHON" -m torch.distributed.run --nnodes 2 \
-      --nproc_per_node "$workers" --rdzv-backend c10d --rdzv-endpoint "h1:$port" --rdzv-id "$id" \
-      $extra "$JOB" "$@" </dev/null >"$out/$h.log" 2>&1 &
+      --nproc_per_node 1 --rdzv-backend c10d --rdzv-endpoint "h1:$port" --rdzv-id "$id" \
+      "$JOB" "$@" </dev/null >"$out/$h.log" 2>&1 &
     pids+=($!)
   done
   for i in 0 1; do
@@ -52,7 +51,7 @@ torchrun_pair() {
 
 # 1. DDP across the hosts, on gloo and on hvd -----------------------------------------------
 for backend in gloo hvd; do
-  torchrun_pair "$TMP/$backend" 1 "" "$backend" "$TMP/$backend" train ||
+  torchrun_pair "$TMP/$backend" "$backend" "$TMP/$backend" train ||
     fail "DDP on $backend across h1 and h2 failed"
 done
 "$HVD_PYTHON" - "$TMP/gloo/weights.pt" "$TMP/hvd/weights.pt" <<'PY' || fail "DDP across hosts: hvd's weights differ from gloo's"

@@ -3,13 +3,11 @@ one pytest process: DDP ends with gloo's weights bit for bit, a rank SIGKILLed o
 mid-training is named by every survivor, and torchrun --max_restarts resumes from a
 checkpoint. HVD_BUILD_DIR names the build tree."""
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from proctree import run_job
 
 BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,53 +16,14 @@ TORCHRUN = [sys.executable, os.path.join(HERE, "torchrun.py")]
 HOROVODRUN = [os.path.join(BUILD, "horovodrun")]
 
 
-def descendants(pid):
-    """The pids of every process below pid (torchrun 2.x starts each worker in a session of
-    its own, out of reach of a kill of the launcher's process group)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.append(c)
-            todo.append(c)
-    return found
-
-
-def kill_tree(pid):
-    for p in [pid] + descendants(pid):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def run(launcher, np_, args, timeout=120, until=None, **popen):
-    """Run the job: its exit status and output, once it ends, or once until() holds, or at
-    the deadline: then the launcher and every process below it are killed (a stopped rank
-    keeps a launcher waiting for ever, which is the launcher's matter, not this backend's)."""
+def run(launcher, np_, args, timeout=120, until=None, extra=()):
+    """Run the job under launcher (proctree.run_job): its exit status and output."""
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
-    cmd = (TORCHRUN + ["--nproc_per_node", str(np_)] if launcher == "torchrun"
-           else HOROVODRUN + ["-np", str(np_)])
-    p = subprocess.Popen(cmd + [sys.executable, JOB] + args if launcher != "torchrun" else
-                         cmd + popen.pop("extra", []) + [JOB] + args, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while p.poll() is None and time.monotonic() < deadline and not (until and until()):
-        time.sleep(0.1)
-    if p.poll() is None:
-        kill_tree(p.pid)
-    out, _ = p.communicate()
-    return p.returncode, out
+    if launcher == "torchrun":
+        cmd = TORCHRUN + ["--nproc_per_node", str(np_)] + list(extra) + [JOB] + args
+    else:
+        cmd = HOROVODRUN + ["-np", str(np_), sys.executable, JOB] + args
+    return run_job(cmd, env, timeout, until)
 
 
 def test_ddp_same_weights_as_gloo(tmp_path):

@@ -5,11 +5,11 @@ arithmetic's results on 1-D and 2-D meshes, a distributed checkpoint saved and l
 ranks resumes training exactly, and dist.monitored_barrier names late ranks as gloo does.
 The modes of one comparison run in one job per backend. HVD_BUILD_DIR names the build tree."""
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
+from proctree import run_job
 
 BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,12 +22,10 @@ COMPARED = ["fsdp", "fully_shard", "ddp_compile", "dcp", "dtensor"]
 def run(backend, out_dir, modes, np_=2, timeout=300, **extra_env):
     out_dir.mkdir()
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), **extra_env)
-    r = subprocess.run(TORCHRUN + ["--nproc_per_node", str(np_), JOB, backend, str(out_dir),
-                                   ",".join(modes)],
-                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout)
-    assert r.returncode == 0, f"{modes} on {backend}:\n{r.stdout[-6000:]}"
-    return r.stdout
+    rc, out = run_job(TORCHRUN + ["--nproc_per_node", str(np_), JOB, backend, str(out_dir),
+                                  ",".join(modes)], env, timeout)
+    assert rc == 0, f"{modes} on {backend}:\n{out[-6000:]}"
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ Equal weights on gloo and hvd are what the test asserts (both sum two ranks' val
 import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -35,7 +36,6 @@ import horovod.torch  # noqa: F401  (registers the "hvd" backend)
 backend, out_dir, modes = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
 rank, size = dist.get_rank(), dist.get_world_size()
-torch.manual_seed(0)
 
 
 def mlp():
@@ -70,7 +70,6 @@ def full_state(model):
                                                                  cpu_offload=True))
 
 
-
 def run_fsdp(out):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     model = FSDP(mlp(), device_id=torch.device("cpu"))
@@ -95,7 +94,6 @@ def run_fully_shard(out):
 
 
 def run_ddp_compile(out):
-    import torch._dynamo
     seen = []
 
     def recording(gm, inputs):  # what ran is inductor's own code, compiled for this CPU
@@ -200,8 +198,6 @@ def run_dcp(out):
 
 
 def run_monitored_barrier(out):
-    import time
-
     def monitored(tag, wait_all=False):
         try:
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=2),
