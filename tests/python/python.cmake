@@ -52,29 +52,35 @@ set(HVD_PY_TRAINING_JOBS "training_script or example_trains")
 # So each interpreter runs every test once per CI run, and the sanitizer sees every libhvd and
 # extension path of a job's life.
 function(hvd_python_tests prefix py mode)
-  set(env ${HVD_PY_ENV})
   # What this interpreter lacks is said here, and those tests are left out of its run (never
   # counted as passed): PyPI's torchvision does not import beside the CPU wheel of torch 2.13,
-  # and mpi4py may be missing.
+  # mpi4py may be missing, torch 1 has no FSDP2 or DTensor. One probe (each import of torch
+  # costs seconds): "<torch major>;<torchvision imports>;<mpi4py imports>".
+  execute_process(
+    COMMAND ${py} -c "
+import torch
+def ok(m):
+    try:
+        __import__(m)
+        return 1
+    except Exception:
+        return 0
+print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), sep=';')"
+    OUTPUT_VARIABLE probe OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  list(LENGTH probe probe_n)
+  if(NOT probe_n EQUAL 3)
+    set(probe "0;0;0")
+  endif()
+  list(GET probe 0 torch_major)
+  list(GET probe 1 has_vision)
+  list(GET probe 2 has_mpi4py)
   set(deselect "")
-  execute_process(COMMAND ${py} -c "import torchvision" RESULT_VARIABLE no_vision
-                  OUTPUT_QUIET ERROR_QUIET)
-  if(no_vision)
+  if(NOT has_vision)
     message(STATUS "${py}: no torchvision: ${prefix}.jobs_training leaves out the "
                    "Horovod-style MNIST script (python_debian.* runs it)")
     set(deselect " and not horovod_style")
   endif()
-  execute_process(COMMAND ${py} -c "import mpi4py" RESULT_VARIABLE no_mpi4py
-                  OUTPUT_QUIET ERROR_QUIET)
-  execute_process(COMMAND ${py} -c "import torch; print(torch.__version__.split('.')[0])"
-                  OUTPUT_VARIABLE torch_major OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 
-  set(once "")
-  if(mode STREQUAL "plain")
-    set(once plain_once)
-  elseif(mode STREQUAL "sanitize")
-    set(once sanitize_once)
-  endif()
   # --capture=sys: pytest captures Python's output only, so what native code writes to fd 2
   # when a rank dies (the sanitizer's report, glibc's abort message, libhvd's log) reaches
   # the test log instead of a capture file that dies with the process.
@@ -124,7 +130,7 @@ function(hvd_python_tests prefix py mode)
   list(APPEND job_tests ${prefix}.jobs ${prefix}.elastic)
   # hvd.init(comm=...): an mpi4py communicator or a list of ranks as the world, under mpirun
   # and horovodrun --mpi, and what horovodrun alone accepts
-  if(no_mpi4py)
+  if(NOT has_mpi4py)
     message(STATUS "${py}: no mpi4py: no ${prefix}.init_comm")
   else()
     add_test(NAME ${prefix}.init_comm
@@ -153,7 +159,7 @@ function(hvd_python_tests prefix py mode)
   endif()
 
   set(all ${ranks_tests} ${torchrun_tests} ${job_tests} ${training_tests})
-  set_tests_properties(${all} PROPERTIES ENVIRONMENT "${env}" LABELS python)
+  set_tests_properties(${all} PROPERTIES ENVIRONMENT "${HVD_PY_ENV}" LABELS python)
   if(mode STREQUAL "both")
     set_tests_properties(${torchrun_tests} ${job_tests} PROPERTIES LABELS "python;sanitize_once")
   elseif(mode STREQUAL "plain")
