@@ -5,9 +5,10 @@
 #   1. DDP trains across the hosts (a worker on each) and ends with exactly the weights the
 #      same job ends with on gloo (a sum of two values is the same in any order; of four it
 #      is not, bit for bit).
-# (A restart across hosts is not here yet: torchrun 2 keeps one store for every round, and
-# agents may count a restart differently, docs/torch-distributed.md; on one host,
-# tests/python/test_dist_jobs.py restarts a killed worker from its checkpoint.)
+#   2. --max-restarts 1 with a worker SIGKILLed mid-training: both hosts' workers start
+#      again and resume from the checkpoint. torchrun 2 keeps one store for every round and
+#      the agents may disagree on the restart count, so the new workers must not read the
+#      dead ones' keys (horovod/torch/store_attempt.py).
 # HVD_PYTHON: the interpreter (torch 2's torchrun is the point; set by tests/netns/netns.cmake).
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd, no interpreter with torch).
 set -euo pipefail
@@ -21,8 +22,10 @@ netns_tmp=$TMP
 netns_bed_up 2 --hostnames
 export PYTHONPATH=$HVD_BUILD_DIR/python PYTHONDONTWRITEBYTECODE=1
 JOB=$HVD_SOURCE_DIR/tests/python/jobs/ddp_job.py
+TORCHRUN_ARGS=()
 
-# torchrun_pair OUT_DIR JOB_ARGS...: one torchrun per host with one worker each, both to the
+# torchrun_pair OUT_DIR JOB_ARGS...: one torchrun per host (with TORCHRUN_ARGS, an array) with
+# one worker each, both to the
 # end (180 s at most; netns_cleanup ends whatever is left in the bed); their output in
 # OUT_DIR/h<i>.log; fails naming the host whose agent failed
 torchrun_pair() {
@@ -35,7 +38,7 @@ torchrun_pair() {
     # (the c10d rendezvous store listens on h1; the agent of h2 joins it there)
     bash "$netbed" exec "$h" timeout -k 5 180 "$HVD_PYTHON" -m torch.distributed.run --nnodes 2 \
       --nproc_per_node 1 --rdzv-backend c10d --rdzv-endpoint "h1:$port" --rdzv-id "$id" \
-      "$JOB" "$@" </dev/null >"$out/$h.log" 2>&1 &
+      "${TORCHRUN_ARGS[@]}" "$JOB" "$@" </dev/null >"$out/$h.log" 2>&1 &
     pids+=($!)
   done
   for i in 0 1; do
@@ -61,3 +64,16 @@ bad = [k for k in g if not torch.equal(g[k], h[k])]
 sys.exit(f"differ: {bad}" if bad else 0)
 PY
 ok "DDP on hvd across 2 hosts (torchrun's c10d rendezvous) ends with gloo's weights"
+
+# 2. a worker killed, both hosts' workers restarted from the checkpoint ----------------------
+TORCHRUN_ARGS=(--max-restarts 1)
+torchrun_pair "$TMP/resume" hvd "$TMP/resume" resume 1 || fail "a restart across h1 and h2 failed"
+[[ -e $TMP/resume/killed ]] || fail "rank 1 was never killed"
+"$HVD_PYTHON" - "$TMP/resume" <<'PY' || fail "the restart across hosts did not resume from the checkpoint"
+import sys
+done = [open(f"{sys.argv[1]}/done{r}").read().split() for r in range(2)]
+assert all(int(start) >= 5 for start, _, _ in done), done  # from the first attempt's checkpoint
+assert done[0][2] == done[1][2], done  # the same weights on both
+print("restart counts", [d[1] for d in done])
+PY
+ok "a worker killed on one of 2 hosts: torchrun restarts both, which resume from the checkpoint"

@@ -40,6 +40,7 @@ from torch.distributed import distributed_c10d as _c10d
 from horovod import _hvd
 from horovod.common.basics import _basics
 from horovod.torch import mpi_ops as _ops
+from horovod.torch import store_attempt
 
 # (torch.distributed.rendezvous, the attribute, is the function; this is its module)
 _rdv = importlib.import_module("torch.distributed.rendezvous")
@@ -1111,17 +1112,12 @@ def _init_world(store, rank, size, timeout):
         _basics.init()
         _agree(rank, size)
     else:
-        # torchrun 2 keeps one store (its agent's) for every rendezvous round of a job, with
-        # no prefix per round: a restarted rank could read the failed attempt's secret and
-        # addresses before their new owners rewrote them. The restart count names the attempt
-        # on one host; agents on several hosts can disagree on it (an agent that restarts its
-        # workers because another host re-joined does not count that restart), which
-        # docs/torch-distributed.md says.
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-        if attempt is not None:
-            store = dist.PrefixStore(f"hvd.attempt{attempt}", store)
-        set_, get = _store_callbacks(store)
         seconds = max(1, int(timeout.total_seconds())) if timeout else 0
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun: one store for every attempt
+            # (torch always gives a timeout; without one, libhvd's default rendezvous wait)
+            token = store_attempt.agree(store, rank, size, seconds or 30)
+            store = dist.PrefixStore(f"hvd.{token}", store)
+        set_, get = _store_callbacks(store)
         _hvd.init_store(rank, size, _route_addr(), set_, get, seconds)
     _owned["init"] = True
 

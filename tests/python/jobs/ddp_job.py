@@ -14,9 +14,10 @@ MODE stop VICTIM: the same with SIGSTOP; the survivors' error comes once the pro
 MODE exit_in_callback: the script ends while a callback of an operation's future still runs on
   the completion thread (a slow then()); it must end with status 0 after the callback has
   finished (OUT_DIR/callback<r>), never abort in Python's finalization.
-MODE resume VICTIM: a checkpoint every step; in the launcher's first attempt rank VICTIM is
-  SIGKILLed at step 5; torchrun --max_restarts starts every worker again, which resume from
-  the checkpoint and finish (OUT_DIR/done<r>: the step they resumed at and a weight checksum).
+MODE resume VICTIM: a checkpoint every step; rank VICTIM is SIGKILLed at step 5, once in the
+  job (OUT_DIR/killed; not by the restart count, which agents on two hosts may not agree on);
+  torchrun --max_restarts starts every worker again, which resume from the checkpoint and
+  finish (OUT_DIR/done<r>: the step they resumed at, the restart count and a weight checksum).
 """
 import datetime
 import os
@@ -109,8 +110,10 @@ elif mode == "resume":
         opt.load_state_dict(state["opt"])
         start = state["step"] + 1
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    killed = os.path.join(out_dir, "killed")
     for step in range(start, 12):
-        if attempt == 0 and rank == victim and step == 5:
+        if rank == victim and step == 5 and not os.path.exists(killed):
+            open(killed, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
         step_once(step)
         dist.barrier()  # every rank has finished the step: rank 0's checkpoint is complete
