@@ -294,6 +294,31 @@ HVD_API void hvd_tensor_op_init(hvd_tensor_op_t *op);
 HVD_API hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
                                  hvd_handle_t *handles);
 
+/* What hvd_enqueue_ex adds: a framework whose collectives every rank calls in one order
+ * (torch.distributed's, where a mismatch is a bug to report, not a wait) says so. */
+typedef struct {
+    /* > 0: the operations fail with HVD_ERR_TIMEOUT once this many milliseconds pass after
+     * the first rank enqueued one of them without every rank of its process set having
+     * done so; the message names each rank that never did, its host, and the operations it
+     * waits in instead (or that it waits in none, and when its last one ended). 0: wait as
+     * hvd_enqueue does (the stall inspector warns). */
+    int timeout_ms;
+    /* NULL, or one key per operation (NULL or "" for none, at most 1024 bytes): the
+     * operation's place in an order every rank of its process set follows, used once per
+     * process set (a sequence number). Ranks that enqueue different names under one key
+     * fail at once with HVD_ERR_MISMATCH, the message naming a rank of each side and what
+     * each enqueued (type, dtype, shape, op or root). */
+    const char *const *keys;
+} hvd_enqueue_opts_t;
+
+/* Set *opts to hvd_enqueue's behaviour: no deadline, no keys. */
+HVD_API void hvd_enqueue_opts_init(hvd_enqueue_opts_t *opts);
+
+/* hvd_enqueue with opts (NULL: hvd_enqueue). Also HVD_ERR_INVALID_ARG for a negative
+ * timeout or a key over 1024 bytes. */
+HVD_API hvd_status_t hvd_enqueue_ex(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
+                                    const hvd_enqueue_opts_t *opts, hvd_handle_t *handles);
+
 /* ---- Process sets ---------------------------------------------------------------------
  *
  * A process set is a subset of the job's ranks whose members run collectives among

@@ -279,13 +279,16 @@ static int parse_item(PyObject *item, hvd_tensor_op_t *o, int64_t **shape_p, int
     return 0;
 }
 
-/* Parse every item of b and enqueue them (the GIL released); 0, or -1 with the error set. */
-static int batch_enqueue(batch_t *b, int type, PyObject *const *items, hvd_handle_t *handles) {
+/* Parse every item of b and enqueue them (the GIL released) with opts (NULL: none); 0, or
+ * -1 with the error set. */
+static int batch_enqueue(batch_t *b, int type, PyObject *const *items,
+                         const hvd_enqueue_opts_t *opts, hvd_handle_t *handles) {
     for (Py_ssize_t i = 0; i < b->n; i++)
         if (parse_item(items[i], &b->ops[i], &b->shapes[i], &b->splits[i], &b->recs[i]) != 0)
             return -1;
     hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, b->ops, (size_t)b->n, handles);
+    Py_BEGIN_ALLOW_THREADS st =
+        hvd_enqueue_ex((hvd_op_type_t)type, b->ops, (size_t)b->n, opts, handles);
     Py_END_ALLOW_THREADS if (st != HVD_OK) {
         raise_status(st);
         return -1;
@@ -293,25 +296,46 @@ static int batch_enqueue(batch_t *b, int type, PyObject *const *items, hvd_handl
     return 0;
 }
 
+/* enqueue(type, items[, timeout_ms, keys]): keys a list of str (or None), one per item
+ * (hvd_enqueue_ex). */
 static PyObject *py_enqueue(PyObject *self, PyObject *args) {
-    int type;
-    PyObject *items;
-    if (!PyArg_ParseTuple(args, "iO!", &type, &PyList_Type, &items))
+    int type, timeout_ms = 0;
+    PyObject *items, *key_list = Py_None;
+    if (!PyArg_ParseTuple(args, "iO!|iO", &type, &PyList_Type, &items, &timeout_ms, &key_list))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(items);
     if (n == 0) {
         PyErr_SetString(PyExc_ValueError, "enqueue: no tensors");
         return NULL;
     }
+    if (key_list != Py_None && (!PyList_Check(key_list) || PyList_GET_SIZE(key_list) != n)) {
+        PyErr_SetString(PyExc_TypeError, "enqueue: keys must be a list of one str per item");
+        return NULL;
+    }
     batch_t b;
     hvd_handle_t handle1, *handles = n == 1 ? &handle1 : calloc((size_t)n, sizeof *handles);
+    const char *key1, **keys = NULL;
     PyObject *result = NULL;
+    if (key_list != Py_None && !(keys = n == 1 ? &key1 : calloc((size_t)n, sizeof *keys))) {
+        PyErr_NoMemory();
+        if (handles != &handle1)
+            free(handles);
+        return NULL;
+    }
+    hvd_enqueue_opts_t opts;
+    hvd_enqueue_opts_init(&opts);
+    opts.timeout_ms = timeout_ms;
+    opts.keys = keys;
     if (batch_init(&b, n) != 0 || !handles) {
         if (!handles)
             PyErr_NoMemory();
         goto out;
     }
-    if (batch_enqueue(&b, type, &PyList_GET_ITEM(items, 0), handles) != 0)
+    /* (the list holds the str objects, and so their UTF-8, until the enqueue returns) */
+    for (Py_ssize_t i = 0; keys && i < n; i++)
+        if (!(keys[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(key_list, i))))
+            goto out;
+    if (batch_enqueue(&b, type, &PyList_GET_ITEM(items, 0), &opts, handles) != 0)
         goto out;
     if (!(result = PyList_New(b.n)))
         goto out;
@@ -340,6 +364,8 @@ out:
     batch_free(&b);
     if (handles != &handle1)
         free(handles);
+    if (keys != &key1)
+        free(keys);
     return result;
 }
 
@@ -370,14 +396,19 @@ static PyObject *take_output(out_rec_t *r) {
     return out;
 }
 
-/* run(type, item): enqueue one operation and wait for it, the GIL released once for both:
- * the blocking collectives' path, with no handle for Python to keep. Returns what wait
+/* run(type, item[, timeout_ms, key]): enqueue one operation and wait for it, the GIL released once
+ * for both: the blocking collectives' path, with no handle for Python to keep. Returns what wait
  * returns. */
 static PyObject *py_run(PyObject *self, PyObject *args) {
-    int type;
+    int type, timeout_ms = 0;
     PyObject *item;
-    if (!PyArg_ParseTuple(args, "iO", &type, &item))
+    const char *key = NULL;
+    if (!PyArg_ParseTuple(args, "iO|iz", &type, &item, &timeout_ms, &key))
         return NULL;
+    hvd_enqueue_opts_t opts;
+    hvd_enqueue_opts_init(&opts);
+    opts.timeout_ms = timeout_ms;
+    opts.keys = key ? &key : NULL;
     batch_t b;
     PyObject *result = NULL;
     if (batch_init(&b, 1) != 0)
@@ -386,7 +417,7 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
         goto out;
     hvd_handle_t h;
     hvd_status_t st;
-    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue((hvd_op_type_t)type, &b.op1, 1, &h);
+    Py_BEGIN_ALLOW_THREADS st = hvd_enqueue_ex((hvd_op_type_t)type, &b.op1, 1, &opts, &h);
     if (st == HVD_OK)
         st = hvd_wait(h); /* the library is done with the record once this returns */
     Py_END_ALLOW_THREADS if (st != HVD_OK) {

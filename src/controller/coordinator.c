@@ -12,6 +12,12 @@ typedef struct name_entry {
     char *name;
     hvd_request_t *reqs; /* one slot per rank; name == NULL while missing */
     int count;
+    int64_t first_ms;    /* when the first request came (hvd__coord_set_now's clock) */
+    uint32_t timeout_ms; /* the shortest deadline any request gave; 0: none */
+    const char *key;     /* the first keyed request's key (in its slot), or NULL */
+    char *error;         /* set: fails at once with this message (a key's two names, or the
+                          * deadline passed), and status says which (HVD_NEG_FAIL_*) */
+    uint8_t status;
     int32_t pset, pset_size; /* the first request's process set */
     int type;                /* the first request's */
     int ready_seq;           /* order of becoming ready; 0 while not ready */
@@ -19,10 +25,29 @@ typedef struct name_entry {
     struct name_entry *next;
 } name_entry_t;
 
+/* Keys that failed lately, with their error: a rank that asks under one later (it arrived
+ * after the others had been told) fails at once, with the same message, instead of waiting
+ * for a deadline. A key is used once, so a ring of the last few is enough. */
+#define FAILED_KEYS 64
+typedef struct {
+    int32_t pset;
+    char *key, *error;
+    uint8_t status;
+} failed_key_t;
+
 struct hvd_coord {
     int size;
+    failed_key_t failed[FAILED_KEYS];
+    unsigned nfailed; /* failures remembered so far; the ring holds the last FAILED_KEYS */
     name_entry_t *head;
     size_t pending;
+    size_t timed; /* entries with a deadline */
+    int64_t now;
+    const char *const *hosts;
+    /* when each rank last finished a negotiated operation, and the last operation every rank
+     * finished (a cached one never reaches the coordinator but as hvd__coord_done_by_all) */
+    int64_t *last_ms, all_last_ms;
+    char **last_name, *all_last_name;
     int next_seq;
     uint8_t *joined;
     int njoined, last_joined;
@@ -32,9 +57,18 @@ struct hvd_coord {
 
 hvd_status_t hvd__coord_create(int size, hvd_coord_t **c_p) {
     hvd_coord_t *c = calloc(1, sizeof *c);
-    if (c)
-        c->joined = calloc((size_t)(size > 0 ? size : 1), 1);
-    if (!c || !c->joined) {
+    size_t n = (size_t)(size > 0 ? size : 1);
+    if (c) {
+        c->joined = calloc(n, 1);
+        c->last_ms = calloc(n, sizeof *c->last_ms);
+        c->last_name = calloc(n, sizeof *c->last_name);
+    }
+    if (!c || !c->joined || !c->last_ms || !c->last_name) {
+        if (c) {
+            free(c->joined);
+            free(c->last_ms);
+            free(c->last_name);
+        }
         free(c);
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the coordinator");
     }
@@ -45,10 +79,15 @@ hvd_status_t hvd__coord_create(int size, hvd_coord_t **c_p) {
 }
 
 static void entry_free(hvd_coord_t *c, name_entry_t *e) {
-    for (int r = 0; r < c->size; r++)
+    for (int r = 0; r < c->size; r++) {
         free(e->reqs[r].name);
+        free(e->reqs[r].key);
+    }
+    if (e->timeout_ms)
+        c->timed--;
     free(e->reqs);
     free(e->name);
+    free(e->error);
     free(e);
 }
 
@@ -59,8 +98,38 @@ void hvd__coord_destroy(hvd_coord_t *c) {
         n = e->next;
         entry_free(c, e);
     }
+    for (int r = 0; r < c->size; r++)
+        free(c->last_name[r]);
+    for (int k = 0; k < FAILED_KEYS; k++) {
+        free(c->failed[k].key);
+        free(c->failed[k].error);
+    }
+    free(c->last_name);
+    free(c->last_ms);
+    free(c->all_last_name);
     free(c->joined);
     free(c);
+}
+
+void hvd__coord_set_now(hvd_coord_t *c, int64_t now_ms) {
+    c->now = now_ms;
+}
+
+void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts) {
+    c->hosts = hosts;
+}
+
+static const char *host_of(const hvd_coord_t *c, int r) {
+    return c->hosts && c->hosts[r] ? c->hosts[r] : "?";
+}
+
+void hvd__coord_done_by_all(hvd_coord_t *c, const char *name) {
+    char *copy = strdup(name);
+    if (!copy)
+        return; /* (only a message's detail is lost) */
+    free(c->all_last_name);
+    c->all_last_name = copy;
+    c->all_last_ms = c->now;
 }
 
 void hvd__coord_set_members(hvd_coord_t *c, hvd_pset_member_fn fn, void *arg) {
@@ -107,6 +176,87 @@ static void mark_if_ready(hvd_coord_t *c, name_entry_t *e) {
         e->ready_seq = ++c->next_seq;
 }
 
+static void shape_str(const hvd_request_t *r, char *out, size_t n);
+
+/* "allreduce 'name' (FLOAT32 [4], SUM)": what q asked for, for messages. */
+static void describe(const hvd_request_t *q, char *out, size_t n) {
+    char shape[160];
+    shape_str(q, shape, sizeof shape);
+    int k = snprintf(out, n, "%s '%s' (%s %s", hvd__neg_type_name(q->type), q->name,
+                     hvd__dtype_name((hvd_dtype_t)q->dtype), shape);
+    if (k < 0 || (size_t)k >= n)
+        return;
+    if (q->type == HVD_REQ_ALLREDUCE || q->type == HVD_REQ_REDUCESCATTER)
+        snprintf(out + k, n - (size_t)k, ", %s)", hvd__reduce_op_name((hvd_reduce_op_t)q->op));
+    else if (q->type == HVD_REQ_BROADCAST)
+        snprintf(out + k, n - (size_t)k, ", root %d)", q->root);
+    else
+        snprintf(out + k, n - (size_t)k, ")");
+}
+
+/* e fails with msg (status HVD_NEG_FAIL_*), at once; a keyed failure is remembered. */
+static hvd_status_t fail_entry(hvd_coord_t *c, name_entry_t *e, const char *msg, uint8_t status) {
+    if (e->error)
+        return HVD_OK;
+    if (!(e->error = strdup(msg)))
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+    e->status = status;
+    if (!e->ready_seq)
+        e->ready_seq = ++c->next_seq;
+    if (e->key) {
+        failed_key_t *f = &c->failed[c->nfailed++ % FAILED_KEYS];
+        free(f->key);
+        free(f->error);
+        f->key = strdup(e->key);
+        f->error = strdup(msg);
+        f->pset = e->pset;
+        f->status = status;
+        if (!f->key || !f->error) { /* (only the late ranks' shortcut is lost) */
+            free(f->key);
+            free(f->error);
+            f->key = f->error = NULL;
+        }
+    }
+    return HVD_OK;
+}
+
+/* e's first keyed request q took key: another name of e's process set under the same key
+ * means the ranks disagree on what that place of their common order is (a key is used once
+ * per process set): both names fail at once, each side named. */
+static hvd_status_t check_key(hvd_coord_t *c, name_entry_t *e, const hvd_request_t *q) {
+    for (int k = 0; k < FAILED_KEYS; k++) {
+        const failed_key_t *f = &c->failed[k];
+        if (f->key && f->pset == e->pset && strcmp(f->key, e->key) == 0) {
+            char msg[HVD_NEG_ERROR_MAX / 2];
+            snprintf(msg, sizeof msg, "%s (rank %d asked for '%s' after that failure)", f->error,
+                     q->rank, e->name);
+            return fail_entry(c, e, msg, f->status);
+        }
+    }
+    for (name_entry_t *f = c->head; f; f = f->next) {
+        if (f == e || !f->key || f->pset != e->pset || strcmp(f->key, e->key) != 0)
+            continue;
+        const hvd_request_t *other = NULL;
+        for (int r = 0; r < c->size && !other; r++)
+            if (f->reqs[r].key && strcmp(f->reqs[r].key, e->key) == 0)
+                other = &f->reqs[r];
+        if (!other)
+            continue;
+        char a[600], b[600], msg[HVD_NEG_ERROR_MAX / 2];
+        const hvd_request_t *lo = other->rank < q->rank ? other : q;
+        const hvd_request_t *hi = lo == q ? other : q;
+        describe(lo, a, sizeof a);
+        describe(hi, b, sizeof b);
+        snprintf(msg, sizeof msg,
+                 "Mismatched operations at '%s': rank %d (host %s) asked for %s, but rank %d "
+                 "(host %s) asked for %s.",
+                 e->key, lo->rank, host_of(c, lo->rank), a, hi->rank, host_of(c, hi->rank), b);
+        hvd_status_t st = fail_entry(c, e, msg, HVD_NEG_FAIL_MISMATCH);
+        return st == HVD_OK ? fail_entry(c, f, msg, HVD_NEG_FAIL_MISMATCH) : st;
+    }
+    return HVD_OK;
+}
+
 hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
     if (req->rank < 0 || req->rank >= c->size)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "request from rank %d in a group of %d",
@@ -150,6 +300,7 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
         e->pset = req->pset;
         e->pset_size = req->pset_size;
         e->type = req->type;
+        e->first_ms = c->now;
         e->pair[0] = req->rank;
         e->pair[1] = req->type == HVD_REQ_P2P ? req->root : req->rank;
         /* append: readiness ties resolve in first-request order */
@@ -166,9 +317,23 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
                               req->name);
     *slot = *req;
     slot->name = strdup(req->name);
-    if (!slot->name)
+    slot->key = req->key && *req->key ? strdup(req->key) : NULL;
+    if (!slot->name || (req->key && *req->key && !slot->key)) {
+        free(slot->name);
+        slot->name = NULL;
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+    }
     e->count++;
+    if (req->timeout_ms && (!e->timeout_ms || req->timeout_ms < e->timeout_ms)) {
+        c->timed += !e->timeout_ms;
+        e->timeout_ms = req->timeout_ms;
+    }
+    if (slot->key && !e->key) {
+        e->key = slot->key;
+        hvd_status_t st = check_key(c, e, slot);
+        if (st != HVD_OK)
+            return st;
+    }
     mark_if_ready(c, e);
     return HVD_OK;
 }
@@ -334,6 +499,19 @@ static hvd_status_t build_p2p(hvd_coord_t *c, name_entry_t *e, hvd_response_t *o
 /* Build the response of a ready entry into *out. */
 static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) {
     memset(out, 0, sizeof *out);
+    if (e->error) {
+        out->type = HVD_RESP_ERROR;
+        out->status = e->status;
+        out->last_joined_rank = -1;
+        out->pset = e->pset;
+        out->prescale = out->postscale = 1.0;
+        out->names = malloc(sizeof *out->names);
+        if (!out->names || !(out->names[0] = strdup(e->name)))
+            return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory in the coordinator");
+        out->nnames = 1;
+        out->error = strdup(e->error);
+        return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    }
     if (e->type == HVD_REQ_P2P)
         return build_p2p(c, e, out);
     out->names = malloc(sizeof *out->names);
@@ -404,7 +582,129 @@ static hvd_status_t build(hvd_coord_t *c, name_entry_t *e, hvd_response_t *out) 
     return out->error ? HVD_OK : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
 }
 
+/* Whether rank r is one that e waits for (a member of its process set, or of its pair). */
+static int waits_for(const hvd_coord_t *c, const name_entry_t *e, int r) {
+    if (e->type == HVD_REQ_P2P)
+        return r == e->pair[0] || r == e->pair[1];
+    if (!e->pset)
+        return 1;
+    if (!c->member)
+        return 0;
+    for (int k = 0; k < e->pset_size; k++)
+        if (c->member(c->member_arg, e->pset, k) == r)
+            return 1;
+    return 0;
+}
+
+/* Append to msg (of n bytes, at *k) what rank r is doing instead of asking for e: the names
+ * it waits in, or when it last finished an operation. */
+static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, char *msg, size_t n,
+                          size_t *k) {
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (*k < n) {                                                                              \
+            int w_ = snprintf(msg + *k, n - *k, __VA_ARGS__);                                      \
+            *k += w_ > 0 ? (size_t)w_ : 0;                                                         \
+        }                                                                                          \
+    } while (0)
+    PUT("rank %d (host %s) ", r, host_of(c, r));
+    int shown = 0;
+    for (const name_entry_t *f = c->head; f; f = f->next) {
+        const hvd_request_t *q = &f->reqs[r];
+        if (f == e || !q->name)
+            continue;
+        if (shown == 3) {
+            PUT(" and more");
+            break;
+        }
+        char d[600];
+        describe(q, d, sizeof d);
+        PUT("%s %s (for %.1f s)", shown ? "," : "waits in", d,
+            (double)(c->now - f->first_ms) / 1e3);
+        shown++;
+    }
+    if (!shown) {
+        int64_t when = c->last_ms[r] > c->all_last_ms ? c->last_ms[r] : c->all_last_ms;
+        const char *what = c->last_ms[r] > c->all_last_ms ? c->last_name[r] : c->all_last_name;
+        if (what)
+            PUT("waits in no operation (it runs its own code, or has left the training loop); "
+                "its last, '%s', ended %.1f s ago",
+                what, (double)(c->now - when) / 1e3);
+        else
+            PUT("waits in no operation (it runs its own code, or has left the training loop) and "
+                "has finished none");
+    }
+#undef PUT
+}
+
+/* e's deadline passed: its error names the ranks that never asked and what they do. */
+static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {
+    char msg[HVD_NEG_ERROR_MAX / 2], d[600];
+    const hvd_request_t *asked = NULL;
+    for (int r = 0; r < c->size && !asked; r++)
+        if (e->reqs[r].name)
+            asked = &e->reqs[r];
+    describe(asked, d, sizeof d);
+    size_t k = 0, n = sizeof msg;
+    int missing = 0;
+    for (int r = 0; r < c->size; r++)
+        missing += !e->reqs[r].name && !c->joined[r] && waits_for(c, e, r);
+    int w = snprintf(msg, n,
+                     "Timed out%s%s%s: %s waited %.1f s, its deadline, for %d rank%s that never "
+                     "asked for it: ",
+                     e->key ? " at '" : "", e->key ? e->key : "", e->key ? "'" : "", d,
+                     (double)(c->now - e->first_ms) / 1e3, missing, missing == 1 ? "" : "s");
+    k = w > 0 ? (size_t)w : 0;
+    int listed = 0;
+    for (int r = 0; r < c->size && k < n; r++) {
+        if (e->reqs[r].name || c->joined[r] || !waits_for(c, e, r))
+            continue;
+        if (listed == 8) {
+            snprintf(msg + k, n - k, "; and %d more", missing - listed);
+            break;
+        }
+        if (listed && k + 2 < n) {
+            memcpy(msg + k, "; ", 2);
+            k += 2;
+            msg[k] = '\0';
+        }
+        doing_instead(c, e, r, msg, n, &k);
+        listed++;
+    }
+    return fail_entry(c, e, msg, HVD_NEG_FAIL_TIMEOUT);
+}
+
+int hvd__coord_due(const hvd_coord_t *c, int64_t now_ms) {
+    if (!c->timed)
+        return 0;
+    for (const name_entry_t *e = c->head; e; e = e->next)
+        if (e->timeout_ms && !e->ready_seq && now_ms - e->first_ms >= (int64_t)e->timeout_ms)
+            return 1;
+    return 0;
+}
+
+/* A response went out for e: every rank that asked for it has finished an operation. */
+static void note_done(hvd_coord_t *c, const name_entry_t *e) {
+    for (int r = 0; r < c->size; r++) {
+        if (!e->reqs[r].name)
+            continue;
+        char *copy = strdup(e->name);
+        if (!copy)
+            continue; /* (only a message's detail is lost) */
+        free(c->last_name[r]);
+        c->last_name[r] = copy;
+        c->last_ms[r] = c->now;
+    }
+}
+
 hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out) {
+    for (name_entry_t *e = c->head; e && c->timed; e = e->next) {
+        if (e->timeout_ms && !e->ready_seq && c->now - e->first_ms >= (int64_t)e->timeout_ms) {
+            hvd_status_t st = expire(c, e);
+            if (st != HVD_OK)
+                return st;
+        }
+    }
     for (;;) {
         name_entry_t **best = NULL;
         for (name_entry_t **pp = &c->head; *pp; pp = &(*pp)->next)
@@ -421,6 +721,8 @@ hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out) {
         out->count++; /* even half-built: hvd__neg_responses_fini frees it */
         if (st != HVD_OK)
             return st;
+        if (!e->error)
+            note_done(c, e);
         *best = e->next;
         entry_free(c, e);
         c->pending--;

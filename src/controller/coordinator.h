@@ -28,10 +28,28 @@ void hvd__coord_set_members(hvd_coord_t *c, hvd_pset_member_fn fn, void *arg);
 hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req);
 
 /* Move every ready name into out (appended; out->items grows), oldest first, then a JOIN
- * response if every rank has joined. */
+ * response if every rank has joined. Names whose deadline has passed (set_now's clock) are
+ * ready first, as failures. */
 hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out);
 
 /* Names some rank has requested that are not ready yet. */
 size_t hvd__coord_pending(const hvd_coord_t *c);
+
+/* Deadlines and keys (hvd_enqueue_ex). A name whose requests give a timeout_ms fails with
+ * an ERROR response (status HVD_NEG_FAIL_TIMEOUT) once that long has passed since its first
+ * request, unless ready before: the message names every rank that never asked for it, its
+ * host, and what it does instead (the operations it waits in, or the last one it finished
+ * and how long ago). A request's key is its place in an order all ranks follow: two names
+ * of one process set under one key fail at once (HVD_NEG_FAIL_MISMATCH), the message naming
+ * a rank of each side and what each asked for. */
+
+/* The clock (monotonic, ms) of the requests added next and of take_ready's deadlines. */
+void hvd__coord_set_now(hvd_coord_t *c, int64_t now_ms);
+/* Each rank's host, for messages (the array must outlive c; NULL: "?"). */
+void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts);
+/* Every rank finished name, an operation that never reached the coordinator (a cached one). */
+void hvd__coord_done_by_all(hvd_coord_t *c, const char *name);
+/* Whether a deadline has passed at now_ms: take_ready has a failure to hand out. */
+int hvd__coord_due(const hvd_coord_t *c, int64_t now_ms);
 
 #endif

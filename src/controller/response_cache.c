@@ -228,6 +228,9 @@ static void copy_params(hvd_request_t *dst, const hvd_request_t *src) {
     *dst = *src;
     dst->name = name;
     dst->rank = -1;
+    /* a key and a deadline belong to one operation, not to its name */
+    dst->key = NULL;
+    dst->timeout_ms = 0;
     /* dims past ndims are not part of the request; zero them so get() shows no leftovers */
     memset(dst->dims + src->ndims, 0, (HVD_NEG_MAX_DIMS - src->ndims) * sizeof dst->dims[0]);
 }

@@ -58,6 +58,7 @@ hvd_status_t hvd__tq_create(hvd_tq_t **q_p) {
 static void entry_free(hvd_entry_t *e) {
     free(e->splits);
     free(e->name);
+    free(e->key);
     free(e);
 }
 
@@ -146,22 +147,25 @@ static void maybe_grow(hvd_tq_t *q) {
 
 /* ---- the operations ---- */
 
-/* A detached copy of *tmpl (its name and splits copied), or NULL. */
+/* A detached copy of *tmpl (its name, key and splits copied), or NULL. */
 static hvd_entry_t *entry_copy(const hvd_entry_t *tmpl) {
     hvd_entry_t *e = malloc(sizeof *e);
     char *name = tmpl->name ? strdup(tmpl->name) : NULL;
+    char *key = tmpl->key ? strdup(tmpl->key) : NULL;
     size_t *splits = NULL;
     if (tmpl->splits && tmpl->nsplits > 0 &&
         (splits = malloc((size_t)tmpl->nsplits * sizeof *splits)) != NULL)
         memcpy(splits, tmpl->splits, (size_t)tmpl->nsplits * sizeof *splits);
-    if (!e || !name || (tmpl->splits && tmpl->nsplits > 0 && !splits)) {
+    if (!e || !name || (tmpl->key && !key) || (tmpl->splits && tmpl->nsplits > 0 && !splits)) {
         free(e);
         free(name);
+        free(key);
         free(splits);
         return NULL;
     }
     *e = *tmpl;
     e->name = name;
+    e->key = key;
     e->splits = splits;
     e->done = 0;
     e->status = HVD_OK;

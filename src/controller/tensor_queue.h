@@ -47,6 +47,10 @@ typedef struct hvd_entry {
     void *alloc_user;
     /* the process set (0: every rank), its number of ranks, and this rank's place in it */
     int pset, pset_size;
+    /* hvd_enqueue_ex: the deadline for the name to be agreed (0: none) and the operation's
+     * key (owned once pushed; NULL: none), as the coordinator takes them (coordinator.h) */
+    uint32_t timeout_ms;
+    char *key;
     /* set by the queue */
     hvd_handle_t handle;
     int done;

@@ -481,11 +481,31 @@ static hvd_status_t tensor_entry(hvd_context_t *c, hvd_op_type_t type, const hvd
     return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: unknown operation type %d", (int)type);
 }
 
+void hvd_enqueue_opts_init(hvd_enqueue_opts_t *opts) {
+    if (opts)
+        memset(opts, 0, sizeof *opts);
+}
+
 hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
                          hvd_handle_t *handles) {
+    return hvd_enqueue_ex(type, ops, n, NULL, handles);
+}
+
+hvd_status_t hvd_enqueue_ex(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t n,
+                            const hvd_enqueue_opts_t *opts, hvd_handle_t *handles) {
     if (!ops || !handles || n == 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue: %s",
                               n == 0 ? "no operations" : "ops or handles is NULL");
+    if (opts && opts->timeout_ms < 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_enqueue_ex: timeout_ms %d is negative",
+                              opts->timeout_ms);
+    for (size_t k = 0; opts && opts->keys && k < n; k++) {
+        size_t len = opts->keys[k] ? strlen(opts->keys[k]) : 0;
+        if (len > HVD_NEG_NAME_MAX)
+            return hvd__error_set(HVD_ERR_INVALID_ARG,
+                                  "hvd_enqueue_ex: key %zu is %zu bytes (at most %d)", k, len,
+                                  HVD_NEG_NAME_MAX);
+    }
     hvd_context_t *c;
     hvd_status_t st = hvd__context_enter(&c);
     if (st != HVD_OK)
@@ -512,6 +532,12 @@ hvd_status_t hvd_enqueue(hvd_op_type_t type, const hvd_tensor_op_t *ops, size_t 
             if (len > HVD_NEG_NAME_MAX)
                 st = hvd__error_set(HVD_ERR_INVALID_ARG, "%s: the name is too long", what);
             xs[i].name = q;
+        }
+        if (st == HVD_OK && opts) {
+            xs[i].timeout_ms = (uint32_t)opts->timeout_ms;
+            /* (the queue copies the key at push) */
+            xs[i].key =
+                opts->keys && opts->keys[i] && *opts->keys[i] ? (char *)opts->keys[i] : NULL;
         }
     }
     if (st == HVD_OK)

@@ -30,6 +30,9 @@ static size_t payload_max(hvd_engine_t *e) {
     }
     return e->payload_max = most;
 }
+/* How long a cached operation with a key or a deadline waits for the other ranks' bits
+ * before it goes to the coordinator (intake). */
+#define KEYED_HIT_GRACE_MS 200
 /* Bound on one rank's request list (every name at most 1 KiB). */
 #define REQUESTS_MAX ((size_t)64 << 20)
 #define RESPONSES_MAX ((size_t)256 << 20)
@@ -61,6 +64,8 @@ static void entry_request(const hvd_entry_t *x, int rank, hvd_request_t *r) {
     r->prescale = x->prescale;
     r->postscale = x->postscale;
     r->name = x->name;
+    r->key = x->key;
+    r->timeout_ms = x->timeout_ms;
     if (x->type == HVD_REQ_P2P) {
         /* the pair must agree on bytes, not elements (hvd.h): both go to the coordinator */
         r->root = x->root;
@@ -125,11 +130,17 @@ static hvd_status_t intake(hvd_engine_t *e, int64_t now) {
         }
     }
     /* A hit waiting longer than the stall warning is turned into a request the coordinator
-     * sees, so the stall inspector can name the ranks that never submitted it. */
-    if (e->stall_warn_ms > 0) {
+     * sees, so the stall inspector can name the ranks that never submitted it; one with a
+     * key or a deadline sooner (KEYED_HIT_GRACE_MS), so that the coordinator compares keys
+     * and keeps the deadline. (Every rank's hit on that bit then goes to full negotiation
+     * in the same cycle: a late rank costs one uncached negotiation, not a wait.) */
+    if (e->hits.n) {
         for (size_t i = 0; i < e->hits.n;) {
             hvd_pend_t *h = &e->hits.v[i];
-            if (now - h->since_ms < e->stall_warn_ms) {
+            int64_t grace = e->stall_warn_ms;
+            if ((h->e->key || h->e->timeout_ms) && (grace <= 0 || grace > KEYED_HIT_GRACE_MS))
+                grace = KEYED_HIT_GRACE_MS;
+            if (grace <= 0 || now - h->since_ms < grace) {
                 i++;
                 continue;
             }
@@ -203,7 +214,9 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
     for (size_t i = 0; i < e->invalid.n; i++)
         set_bit(inv, e->invalid.v[i].bit);
     hvd_cycle_msg_t m = {.nwords = nwords, .hits = hits, .invalid = e->invalid.n ? inv : NULL};
-    if (e->uncached.n || e->join_unsent)
+    /* (rank 0: a deadline that passed is answered in a negotiation round) */
+    if (e->uncached.n || e->join_unsent ||
+        (e->coord && hvd__coord_due(e->coord, hvd__engine_now_ms())))
         m.flags |= HVD_CYC_UNCACHED;
     if (e->ctx->global.ordered)
         m.flags |= HVD_CYC_ORDERED;
@@ -445,6 +458,7 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
     buf = NULL;
     hvd_response_list_t fresh = {0};
     if (st == HVD_OK && me == 0) {
+        hvd__coord_set_now(e->coord, now ? now : hvd__engine_now_ms());
         for (int r = 0; r < p && st == HVD_OK; r++) {
             hvd_request_list_t l;
             st = hvd__neg_requests_decode(bufs[r], lens[r], &l);
@@ -872,6 +886,8 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
         if (st != HVD_OK)
             return st;
         hvd__cache_touch(e->cache, b);
+        if (e->coord) /* (what the coordinator says a rank last finished) */
+            hvd__coord_done_by_all(e->coord, r->name);
         for (size_t i = 0; i < e->hits.n; i++) {
             if (e->hits.v[i].bit == b) {
                 e->hits.v[i] = e->hits.v[--e->hits.n];

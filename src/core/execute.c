@@ -418,7 +418,10 @@ static hvd_status_t execute_one(hvd_engine_t *e, const hvd_response_t *r, hvd_en
         for (uint32_t i = 0; i < r->nnames; i++) {
             hvd_entry_t *y = hvd__tq_find(e->tq, r->names[i]);
             if (y && y->taken)
-                hvd__tq_complete(e->tq, y, HVD_ERR_MISMATCH, r->error);
+                hvd__tq_complete(e->tq, y,
+                                 r->status == HVD_NEG_FAIL_TIMEOUT ? HVD_ERR_TIMEOUT
+                                                                   : HVD_ERR_MISMATCH,
+                                 r->error);
         }
         return HVD_OK;
     }

@@ -103,6 +103,9 @@ hvd_status_t hvd__neg_requests_encode(const hvd_request_list_t *l, uint8_t **buf
     for (uint32_t i = 0; i < l->count; i++) {
         const hvd_request_t *r = &l->items[i];
         hvd_status_t st = check_name(r->name, "request");
+        if (st == HVD_OK && r->key && strlen(r->key) > HVD_NEG_NAME_MAX)
+            st = hvd__error_set(HVD_ERR_INVALID_ARG, "request %s: a key of over %d bytes", r->name,
+                                HVD_NEG_NAME_MAX);
         if (st == HVD_OK && r->ndims > HVD_NEG_MAX_DIMS)
             st = hvd__error_set(HVD_ERR_INVALID_ARG, "request %s: %u dimensions (at most %d)",
                                 r->name, r->ndims, HVD_NEG_MAX_DIMS);
@@ -123,6 +126,8 @@ hvd_status_t hvd__neg_requests_encode(const hvd_request_list_t *l, uint8_t **buf
         for (int d = 0; d < r->ndims; d++)
             w_u64(&w, (uint64_t)r->dims[d]);
         w_string(&w, r->name);
+        w_u32(&w, r->timeout_ms);
+        w_string(&w, r->key ? r->key : "");
     }
     return w_finish(&w, buf_p, len_p);
 }
@@ -148,7 +153,7 @@ hvd_status_t hvd__neg_responses_encode(const hvd_response_list_t *l, uint8_t **b
         w_u8(&w, r->type);
         w_u8(&w, r->dtype);
         w_u8(&w, r->op);
-        w_u8(&w, 0);
+        w_u8(&w, r->status);
         w_u32(&w, (uint32_t)r->last_joined_rank);
         w_u32(&w, (uint32_t)r->pset);
         w_f64(&w, r->prescale);
@@ -252,8 +257,10 @@ static hvd_status_t r_fail(reader_t *r, const char *what) {
 }
 
 void hvd__neg_requests_fini(hvd_request_list_t *l) {
-    for (uint32_t i = 0; l->items && i < l->count; i++)
+    for (uint32_t i = 0; l->items && i < l->count; i++) {
         free(l->items[i].name);
+        free(l->items[i].key);
+    }
     free(l->items);
     memset(l, 0, sizeof *l);
 }
@@ -274,8 +281,8 @@ void hvd__neg_responses_fini(hvd_response_list_t *l) {
 hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_request_list_t *l_p) {
     reader_t r = {.p = buf, .end = buf + len};
     hvd_request_list_t l = {0};
-    /* the smallest request: fixed fields and a one-byte name */
-    l.count = r_header(&r, "HVDQ", 4 + 4 + 4 + 8 + 16 + 2 + 1, &l.shutdown);
+    /* the smallest request: fixed fields, a one-byte name, a deadline and an empty key */
+    l.count = r_header(&r, "HVDQ", 4 + 4 + 4 + 8 + 16 + 2 + 1 + 4 + 2, &l.shutdown);
     if (r.bad)
         return r_fail(&r, "request list");
     l.items = calloc(l.count ? l.count : 1, sizeof *l.items);
@@ -301,6 +308,12 @@ hvd_status_t hvd__neg_requests_decode(const uint8_t *buf, size_t len, hvd_reques
         for (int d = 0; d < q->ndims && !r.bad; d++)
             q->dims[d] = (int64_t)r_u64(&r, "truncated dimensions");
         q->name = r_string(&r, 1, HVD_NEG_NAME_MAX, "bad tensor name");
+        q->timeout_ms = r_u32(&r, "truncated request");
+        q->key = r_string(&r, 0, HVD_NEG_NAME_MAX, "bad key");
+        if (q->key && !*q->key) {
+            free(q->key);
+            q->key = NULL;
+        }
     }
     if (!r.bad && r.p != r.end)
         r.bad = "trailing bytes";
@@ -328,8 +341,9 @@ hvd_status_t hvd__neg_responses_decode(const uint8_t *buf, size_t len, hvd_respo
         q->type = r_u8(&r, "truncated response");
         q->dtype = r_u8(&r, "truncated response");
         q->op = r_u8(&r, "truncated response");
-        if (r_u8(&r, "truncated response") != 0 && !r.bad)
-            r.bad = "reserved byte set";
+        q->status = r_u8(&r, "truncated response");
+        if (!r.bad && q->status > HVD_NEG_FAIL_TIMEOUT)
+            r.bad = "unknown status";
         q->last_joined_rank = (int32_t)r_u32(&r, "truncated response");
         q->pset = (int32_t)r_u32(&r, "truncated response");
         q->prescale = r_f64(&r, "truncated response");

@@ -6,9 +6,10 @@
  *   RequestList  "HVDQ" | version u16 | flags u16 (bit 0: shutdown) | count u32 | requests
  *   Request      rank i32 | type u8 | dtype u8 | op u8 | ndims u8 | root i32 |
  *                pset i32 | pset_size i32 |
- *                prescale f64 | postscale f64 | dims i64 x ndims | name_len u16 | name
+ *                prescale f64 | postscale f64 | dims i64 x ndims | name_len u16 | name |
+ *                timeout_ms u32 | key_len u16 | key
  *   ResponseList "HVDP" | version u16 | flags u16 (bit 0: shutdown) | count u32 | responses
- *   Response     type u8 | dtype u8 | op u8 | reserved u8 | last_joined_rank i32 | pset i32 |
+ *   Response     type u8 | dtype u8 | op u8 | status u8 | last_joined_rank i32 | pset i32 |
  *                prescale f64 | postscale f64 | nnames u32 | (name_len u16 | name) x nnames |
  *                nsizes u32 | sizes i64 x nsizes | error_len u16 | error
  * Decoders check every length against the bytes that remain before allocating, and the
@@ -22,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HVD_NEG_VERSION 2
+#define HVD_NEG_VERSION 3
 #define HVD_NEG_NAME_MAX 1024
 #define HVD_NEG_MAX_DIMS 8
 #define HVD_NEG_ERROR_MAX 4096
@@ -59,6 +60,13 @@ typedef struct {
     double prescale, postscale;
     int64_t dims[HVD_NEG_MAX_DIMS];
     char *name; /* owned, NUL-terminated */
+    /* The caller's deadline for the name to be agreed (0: none; hvd_enqueue_ex): past it the
+     * coordinator fails the name, naming the ranks that never asked for it. */
+    uint32_t timeout_ms;
+    /* The caller's place of the operation in an order every rank follows (NULL or "": none;
+     * owned when set, at most HVD_NEG_NAME_MAX bytes): ranks that ask for different names
+     * under one key in one process set are told at once, both sides named. */
+    char *key;
 } hvd_request_t;
 
 typedef struct {
@@ -67,8 +75,13 @@ typedef struct {
     int shutdown;
 } hvd_request_list_t;
 
+/* What an ERROR response's failure is (its status byte). */
+#define HVD_NEG_FAIL_MISMATCH 0 /* the ranks disagree: HVD_ERR_MISMATCH */
+#define HVD_NEG_FAIL_TIMEOUT 1  /* the name's deadline passed first: HVD_ERR_TIMEOUT */
+
 typedef struct {
     uint8_t type, dtype, op;
+    uint8_t status; /* an ERROR response's HVD_NEG_FAIL_*; 0 otherwise */
     int32_t last_joined_rank;
     int32_t pset; /* the process set that runs it; only its members execute it */
     double prescale, postscale;

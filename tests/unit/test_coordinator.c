@@ -3,7 +3,8 @@
  * reference's message and the two ranks; duplicates from one rank are refused; JOIN counts a
  * rank as done for every name and, once all joined, yields a JOIN response naming the last.
  * Point-to-point names wait for their two ranks only and must be one send and one receive of
- * the same bytes. */
+ * the same bytes. Keys: two names under one key fail at once, both sides named; deadlines:
+ * a name not agreed in time fails naming the ranks that never asked and what they do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -301,8 +302,121 @@ static void test_p2p_join(void **state) {
     hvd__coord_destroy(c);
 }
 
+/* rank's request for name under key, with a deadline */
+static hvd_request_t keyed(const char *name, int rank, int type, const char *key, uint32_t ms) {
+    hvd_request_t r = req(name, rank, 7, 4);
+    r.type = (uint8_t)type;
+    r.root = type == HVD_REQ_BROADCAST ? 0 : -1;
+    r.key = (char *)key;
+    r.timeout_ms = ms;
+    return r;
+}
+
+static void test_key_mismatch_fails_both_at_once(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
+    static const char *const hosts[] = {"h0", "h1", "h2"};
+    hvd__coord_set_hosts(c, hosts);
+    hvd__coord_set_now(c, 1000);
+    /* ranks 0 and 2 at #1 all_reduce "a"; rank 1 broadcasts "b" there; "c" has another key */
+    hvd_request_t a0 = keyed("a", 0, HVD_REQ_ALLREDUCE, "g#1", 0);
+    hvd_request_t b1 = keyed("b", 1, HVD_REQ_BROADCAST, "g#1", 0);
+    hvd_request_t c1 = keyed("c", 1, HVD_REQ_ALLREDUCE, "g#2", 0);
+    hvd_request_t a2 = keyed("a", 2, HVD_REQ_ALLREDUCE, "g#1", 0);
+    assert_int_equal(hvd__coord_add(c, &a0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &c1), HVD_OK);
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0); /* no conflict yet: different keys */
+    assert_int_equal(hvd__coord_add(c, &b1), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &a2), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2);
+    for (int i = 0; i < 2; i++) {
+        hvd_response_t *r = &out.items[i];
+        assert_int_equal(r->type, HVD_RESP_ERROR);
+        assert_int_equal(r->status, HVD_NEG_FAIL_MISMATCH);
+        assert_non_null(strstr(r->error, "Mismatched operations at 'g#1': rank 0 (host h0) "
+                                         "asked for ALLREDUCE 'a' (float32 [4], sum), but rank 1 "
+                                         "(host h1) asked for BROADCAST 'b' (float32 [4], root "
+                                         "0)."));
+    }
+    /* one failure for each name (in either order) */
+    const char *n0 = out.items[0].names[0], *n1 = out.items[1].names[0];
+    assert_true((!strcmp(n0, "a") && !strcmp(n1, "b")) || (!strcmp(n0, "b") && !strcmp(n1, "a")));
+    assert_int_equal(hvd__coord_pending(c), 1); /* "c" waits on */
+    /* a third rank that comes to g#1 after the failure fails at once, as the others did */
+    hvd__neg_responses_fini(&out);
+    hvd_request_t b2 = keyed("b", 2, HVD_REQ_BROADCAST, "g#1", 0);
+    assert_int_equal(hvd__coord_add(c, &b2), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_int_equal(out.items[0].type, HVD_RESP_ERROR);
+    assert_non_null(strstr(out.items[0].error, "Mismatched operations at 'g#1': rank 0"));
+    assert_non_null(strstr(out.items[0].error, "(rank 2 asked for 'b' after that failure)"));
+    /* the same key in another process set is another place */
+    hvd_request_t d0 = keyed("d", 0, HVD_REQ_ALLREDUCE, "g#2", 0);
+    d0.pset = 1;
+    d0.pset_size = 2;
+    assert_int_equal(hvd__coord_add(c, &d0), HVD_OK);
+    hvd__neg_responses_fini(&out);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    hvd__coord_destroy(c);
+}
+
+static void test_deadline_names_the_missing_ranks(void **state) {
+    (void)state;
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(4, &c), HVD_OK);
+    hvd__coord_set_now(c, 1000);
+    /* "x" agreed by all: each rank's last operation */
+    for (int r = 0; r < 4; r++) {
+        hvd_request_t x = keyed("x", r, HVD_REQ_ALLREDUCE, NULL, 0);
+        assert_int_equal(hvd__coord_add(c, &x), HVD_OK);
+    }
+    hvd_response_list_t out = {0};
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    hvd__neg_responses_fini(&out);
+    /* at 2000: ranks 0 and 1 ask for "a" (2 s); rank 2 waits in "b"; rank 3 in nothing */
+    hvd__coord_set_now(c, 2000);
+    hvd_request_t a0 = keyed("a", 0, HVD_REQ_ALLREDUCE, "g#2", 2000);
+    hvd_request_t a1 = keyed("a", 1, HVD_REQ_ALLREDUCE, "g#2", 2000);
+    hvd_request_t b2 = keyed("b", 2, HVD_REQ_ALLREDUCE, NULL, 0);
+    assert_int_equal(hvd__coord_add(c, &a0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &a1), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &b2), HVD_OK);
+    assert_false(hvd__coord_due(c, 3999));
+    hvd__coord_set_now(c, 3999);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    assert_true(hvd__coord_due(c, 4000));
+    hvd__coord_set_now(c, 4000);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    hvd_response_t *r = &out.items[0];
+    assert_int_equal(r->type, HVD_RESP_ERROR);
+    assert_int_equal(r->status, HVD_NEG_FAIL_TIMEOUT);
+    assert_string_equal(r->names[0], "a");
+    assert_non_null(strstr(r->error, "Timed out at 'g#2': ALLREDUCE 'a' (float32 [4], sum) "
+                                     "waited 2.0 s, its deadline, for 2 ranks that never asked "
+                                     "for it: rank 2 (host ?) waits in ALLREDUCE 'b' (float32 "
+                                     "[4], sum) (for 2.0 s); rank 3 (host ?) waits in no "
+                                     "operation"));
+    assert_non_null(strstr(r->error, "its last, 'x', ended 3.0 s ago"));
+    assert_null(strstr(r->error, "rank 0 ")); /* those that asked are not named */
+    assert_false(hvd__coord_due(c, 10000));
+    assert_int_equal(hvd__coord_pending(c), 1); /* "b" has no deadline */
+    hvd__neg_responses_fini(&out);
+    hvd__coord_destroy(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_mismatch_fails_both_at_once),
+        cmocka_unit_test(test_deadline_names_the_missing_ranks),
         cmocka_unit_test(test_p2p_pairs),
         cmocka_unit_test(test_p2p_join),
         cmocka_unit_test(test_ready_order_and_sizes),

@@ -35,6 +35,9 @@ static void test_requests_round_trip(void **state) {
     items[1].type = HVD_REQ_BROADCAST;
     items[1].root = 5;
     items[1].ndims = 0;
+    char key[] = "dist.0#12";
+    items[1].key = key;
+    items[1].timeout_ms = 30000;
     hvd_request_list_t in = {.items = items, .count = 2, .shutdown = 1}, out;
     uint8_t *buf;
     size_t len;
@@ -51,6 +54,10 @@ static void test_requests_round_trip(void **state) {
     assert_int_equal(out.items[1].type, HVD_REQ_BROADCAST);
     assert_int_equal(out.items[1].root, 5);
     assert_string_equal(out.items[1].name, "x");
+    assert_null(out.items[0].key); /* none travels as "" and comes back as none */
+    assert_int_equal(out.items[0].timeout_ms, 0);
+    assert_string_equal(out.items[1].key, key);
+    assert_int_equal(out.items[1].timeout_ms, 30000);
     hvd__neg_requests_fini(&out);
     /* every proper prefix and one extra byte are rejected */
     for (size_t cut = 0; cut < len; cut++)
@@ -86,9 +93,18 @@ static void test_request_bounds(void **state) {
     r.name = huge;
     assert_int_equal(hvd__neg_requests_encode(&l, &buf, &len), HVD_ERR_INVALID_ARG);
     huge[HVD_NEG_NAME_MAX] = '\0'; /* exactly the maximum is fine */
+    /* a key is bounded as a name is */
+    char *long_key = malloc(HVD_NEG_NAME_MAX + 2);
+    memset(long_key, 'k', HVD_NEG_NAME_MAX + 1);
+    long_key[HVD_NEG_NAME_MAX + 1] = '\0';
+    r.key = long_key;
+    assert_int_equal(hvd__neg_requests_encode(&l, &buf, &len), HVD_ERR_INVALID_ARG);
+    r.key = NULL;
+    free(long_key);
     assert_int_equal(hvd__neg_requests_encode(&l, &buf, &len), HVD_OK);
-    /* a NUL inside a name on the wire is rejected */
-    buf[len - 5] = 0;
+    /* a NUL inside a name on the wire is rejected (the name is followed by the deadline and
+     * an empty key, 6 bytes) */
+    buf[len - 6 - 5] = 0;
     hvd_request_list_t out;
     assert_int_equal(hvd__neg_requests_decode(buf, len, &out), HVD_ERR_PROTOCOL);
     free(buf);
@@ -117,7 +133,11 @@ static void test_responses_round_trip(void **state) {
          .sizes = sizes,
          .nsizes = 3,
          .error = NULL},
-        {.type = HVD_RESP_ERROR, .names = names, .nnames = 1, .error = err},
+        {.type = HVD_RESP_ERROR,
+         .status = HVD_NEG_FAIL_TIMEOUT,
+         .names = names,
+         .nnames = 1,
+         .error = err},
     };
     hvd_response_list_t in = {.items = items, .count = 2}, out;
     uint8_t *buf;
@@ -135,9 +155,14 @@ static void test_responses_round_trip(void **state) {
     assert_string_equal(out.items[0].error, "");
     assert_int_equal(out.items[1].type, HVD_RESP_ERROR);
     assert_string_equal(out.items[1].error, err);
+    assert_int_equal(out.items[0].status, 0);
+    assert_int_equal(out.items[1].status, HVD_NEG_FAIL_TIMEOUT);
     hvd__neg_responses_fini(&out);
     for (size_t cut = 0; cut < len; cut++)
         assert_int_equal(hvd__neg_responses_decode(buf, cut, &out), HVD_ERR_PROTOCOL);
+    /* a status beyond those known (the byte after type, dtype and op of the first item) */
+    buf[12 + 3] = 7;
+    assert_int_equal(hvd__neg_responses_decode(buf, len, &out), HVD_ERR_PROTOCOL);
     free(buf);
 }
 
