@@ -25,6 +25,7 @@ import datetime
 import importlib
 import inspect
 import os
+import re
 import socket
 import sys
 import threading
@@ -104,6 +105,11 @@ class _Completer:
         self._busy = 0         # threads between taking an operation and completing its future
 
     def submit(self, handles, finish, fut):
+        if sys.is_finalizing():
+            # no thread starts any more (Thread.start waits for ever): a Work dropped unwaited
+            # at the end of the script is waited for here (bounded by its deadline)
+            _complete(fut, *_outcome(handles, finish))
+            return
         with self._cv:
             self._queue.append((handles, finish, fut))
             if not self._leading:
@@ -177,9 +183,48 @@ def _wait_all(handles, wait=_hvd.wait):
 
 
 def _as_error(e):
-    """The RuntimeError a Work raises for e: its message without the completion thread's
-    frames (which torch would print under it)."""
-    return (e if isinstance(e, RuntimeError) else RuntimeError(str(e))).with_traceback(None)
+    """The RuntimeError a Work raises for e: its message in torch.distributed's terms (the
+    engine names operations by their engine names), without the completion thread's frames
+    (which torch would print under it)."""
+    text = str(e)
+    if "'dist." in text:
+        e = RuntimeError(_in_user_terms(text))
+    return (e if isinstance(e, RuntimeError) else RuntimeError(text)).with_traceback(None)
+
+
+# The engine's names of the backend's operations (ProcessGroupHvd._name) and keys (_keys), as
+# libhvd's messages quote them, with what it may say of them: "ALLREDUCE 'name' (...)".
+_ENGINE_OP = re.compile(r"(?:[A-Z]+ )?'(dist\.[^'.#]+)\.(\d+)\.(\d+)\.([0-9x-]*)\.(\d+)"
+                        r"\.(-?\d+)\.(\d+)\.(\d+)#\d+'(?: \([^)]*\))?")
+_ENGINE_KEY = re.compile(r"'dist\.([^'.#]+)#(\d+)(?:\.\d+)?'")
+_KIND_NAMES = {_hvd.ALLREDUCE: "all_reduce", _hvd.ALLGATHER: "all_gather",
+               _hvd.BROADCAST: "broadcast", _hvd.ALLTOALL: "all_to_all",
+               _hvd.REDUCESCATTER: "reduce_scatter"}
+_OP_NAMES = {getattr(_hvd, n): n for n in ("SUM", "AVERAGE", "MIN", "MAX", "PRODUCT")
+             if hasattr(_hvd, n)}
+
+
+def _in_user_terms(text):
+    """libhvd's message with the backend's operations as torch.distributed calls them
+    ("all_reduce(float32[4], SUM)", "collective #3 of the default group")."""
+    dtypes = {code: str(dt).replace("torch.", "") for dt, code in _DTYPE_CODES.items()}
+
+    def op(m):
+        kind, dtype, shape, hop, root = (int(m.group(2)), int(m.group(3)), m.group(4),
+                                         int(m.group(5)), int(m.group(6)))
+        dims = "" if shape in ("", "-") else shape.replace("x", ", ")
+        args = f"{dtypes.get(dtype, dtype)}[{dims}]" if shape != "-" else dtypes.get(dtype, dtype)
+        if kind in (_hvd.ALLREDUCE, _hvd.REDUCESCATTER):
+            args += f", {_OP_NAMES.get(hop, hop)}"
+        elif kind == _hvd.BROADCAST:
+            args += f", src={root}"
+        return f"{_KIND_NAMES.get(kind, kind)}({args})"
+
+    def key(m):  # (torch 2 names the default group "0"; torch 1.13 gives no name)
+        group = ("the default group" if m.group(1) in ("world", "0") else
+                 f"group {m.group(1)}")
+        return f"collective #{m.group(2)} of {group}"
+    return _ENGINE_KEY.sub(key, _ENGINE_OP.sub(op, text))
 
 
 def _unwrap(fut):
@@ -466,10 +511,14 @@ class ProcessGroupHvd(_ProcessGroup):
         self._pset = pset
         self._global = list(global_ranks)  # group rank -> global rank
         self._prefix = f"dist.{group_id or 'world'}"
-        self._counts = {}    # operations posted so far, per signature (_name)
+        self._bases = {}     # signature -> the start of its engine names (_name)
         self._inflight = {}  # name -> the handle that last had it
         self._lock = threading.Lock()
         self._timeout = timeout or _c10d.default_pg_timeout  # (monitored_barrier's default)
+        # every collective's deadline in libhvd: past it, its error names the ranks that never
+        # called it and what they do instead
+        self._timeout_ms = min(int(self._timeout.total_seconds() * 1000), 2**31 - 1)
+        self._seq = 0        # collectives posted so far (_next)
         self._monitored = 0  # monitored barriers so far (their message tags)
 
     # torch asks the backend its name through either of these
@@ -484,23 +533,33 @@ class ProcessGroupHvd(_ProcessGroup):
 
     # -- plumbing
 
-    def _name(self, kind, item, i, n):
-        """The engine's name of item i of n of an operation. torch issues a group's
-        operations in the same order on every member, so a count of the operations of one
-        signature names them alike on every rank; the names come round again (modulo
-        _NAME_CYCLE), so that a training loop's operations hit libhvd's response cache. Only
-        what every rank agrees on goes into the signature (alltoall's shapes differ)."""
+    def _next(self):
+        """The place of the group's next collective in the order every member calls the
+        group's collectives in (1, 2, ...)."""
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def _name(self, kind, item, i, n, seq):
+        """The engine's name of item i of n of the group's collective number seq: what it is
+        (only what every rank agrees on: alltoall's shapes differ) and seq modulo _NAME_CYCLE,
+        so that a training loop's operations come round to the same names (libhvd's response
+        cache) and the ranks name a collective alike whatever came before it (an earlier
+        failure included)."""
         _, _, _, dtype, shape, op, _, _, root, _, _, _ = item
         sig = (kind, dtype, None if kind == _hvd.ALLTOALL else shape, op, root, i, n)
-        with self._lock:
-            entry = self._counts.get(sig)
-            if entry is None:
-                shape_text = "x".join(map(str, shape)) if sig[2] is not None else "-"
-                entry = self._counts[sig] = [
-                    f"{self._prefix}.{kind}.{dtype}.{shape_text}.{op}.{root}.{i}.{n}#", 0]
-            k = entry[1]
-            entry[1] = k + 1
-        return entry[0] + _CYCLE_TEXT[k % _NAME_CYCLE]
+        base = self._bases.get(sig)
+        if base is None:
+            shape_text = "x".join(map(str, shape)) if sig[2] is not None else "-"
+            base = self._bases[sig] = (
+                f"{self._prefix}.{kind}.{dtype}.{shape_text}.{op}.{root}.{i}.{n}#")
+        return base + _CYCLE_TEXT[seq % _NAME_CYCLE]
+
+    def _keys(self, n, seq):
+        """The engine's keys of the group's collective number seq (of n items): members that
+        call different collectives there are told at once (libhvd's hvd_enqueue_ex)."""
+        key = f"{self._prefix}#{seq}"
+        return [key] if n == 1 else [f"{key}.{i}" for i in range(n)]
 
     def _reuse(self, name):
         """Wait until the operation that had name last on this rank is done: a name may be in
@@ -523,12 +582,12 @@ class ProcessGroupHvd(_ProcessGroup):
         """Enqueue items atomically; the returned Work completes with finish(results) (then
         then(that), when given). keep: what must stay alive until libhvd is done (buffers it
         reads or writes)."""
-        n = len(items)
-        items = [(self._name(kind, it, i, n),) + it[1:] for i, it in enumerate(items)]
+        n, seq = len(items), self._next()
+        items = [(self._name(kind, it, i, n, seq),) + it[1:] for i, it in enumerate(items)]
         for it in items:
             self._reuse(it[0])
         try:
-            handles = _hvd.enqueue(kind, items)
+            handles = _hvd.enqueue(kind, items, self._timeout_ms, self._keys(n, seq))
         except ValueError as e:
             raise ValueError(f"hvd backend: {e}") from None
         inflight, lock = self._inflight, self._lock
@@ -620,12 +679,13 @@ class ProcessGroupHvd(_ProcessGroup):
         1, 2026-11-28); a failure raises from here, where torch's wait() would have."""
         ptr = t.data_ptr()
         item = (None, ptr, ptr, code, (t.numel(),), hop, 1.0, 1.0, 0, None, self._pset, False)
-        name = self._name(_hvd.ALLREDUCE, item, 0, 1)
+        seq = self._next()
+        name = self._name(_hvd.ALLREDUCE, item, 0, 1, seq)
         self._reuse(name)
         with self._lock:  # (its previous operation is over: _reuse saw to it)
             self._inflight.pop(name, None)
         try:
-            _hvd.run(_hvd.ALLREDUCE, (name,) + item[1:])
+            _hvd.run(_hvd.ALLREDUCE, (name,) + item[1:], self._timeout_ms, self._keys(1, seq)[0])
         except ValueError as e:
             raise ValueError(f"hvd backend: {e}") from None
         except RuntimeError as e:
