@@ -47,6 +47,19 @@ def test_exit_while_a_future_callback_runs(tmp_path):
         assert (tmp_path / f"callback{r}").read_text() == "[2.0, 2.0, 2.0]"
 
 
+def test_exit_with_a_work_never_waited_for(tmp_path):
+    # the script drops an operation's Work unwaited; Python collects it as it finalizes, when
+    # no thread can start any more (Thread.start waited for ever): the exit must not hang
+    script = tmp_path / "dropped.py"
+    script.write_text("import torch, torch.distributed as dist, horovod.torch\n"
+                      "dist.init_process_group('hvd', rank=0, world_size=1)\n"
+                      "dropped = [dist.all_reduce(torch.ones(2), async_op=True)]\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(20000 + os.getpid() % 20000))
+    rc, out = run_job([sys.executable, str(script)], env, 30)
+    assert rc == 0, out
+
+
 def survivors(out_dir, np_, victim, out):
     assert (out_dir / "killed").exists(), f"rank {victim} never reached its step 20:\n{out}"
     killed = float((out_dir / "killed").read_text())
