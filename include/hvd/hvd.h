@@ -495,7 +495,8 @@ HVD_API int hvd_elastic_resets(const hvd_elastic_state_t *state);
  * HVD_ERR_SHUT_DOWN. A side whose partner never posts keeps waiting, as a named collective
  * does: the stall inspector names the message ("p2p:<src>-><dst>:tag=<t>:#<n>") and the
  * missing rank after HOROVOD_STALL_CHECK_TIME_SECONDS, and fails it with HVD_ERR_TIMEOUT
- * after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS when that is set. */
+ * after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS when that is set; with a deadline
+ * (hvd_send_async_ex) it fails then. */
 
 /* Post a send of count elements of buf to rank dst. Does not block; thread safe. */
 HVD_API hvd_status_t hvd_send_async(const void *buf, size_t count, hvd_dtype_t dtype, int dst,
@@ -503,6 +504,14 @@ HVD_API hvd_status_t hvd_send_async(const void *buf, size_t count, hvd_dtype_t d
 /* Post a receive of count elements into buf from rank src. Does not block; thread safe. */
 HVD_API hvd_status_t hvd_recv_async(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag,
                                     hvd_handle_t *handle_p);
+/* hvd_send_async and hvd_recv_async with a deadline: when timeout_ms > 0 and the partner has
+ * not posted the other side within timeout_ms, the side fails with HVD_ERR_TIMEOUT, the
+ * message naming the partner, its host and pid, and what it does instead. Also
+ * HVD_ERR_INVALID_ARG for a negative timeout_ms. */
+HVD_API hvd_status_t hvd_send_async_ex(const void *buf, size_t count, hvd_dtype_t dtype, int dst,
+                                       int tag, int timeout_ms, hvd_handle_t *handle_p);
+HVD_API hvd_status_t hvd_recv_async_ex(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag,
+                                       int timeout_ms, hvd_handle_t *handle_p);
 /* hvd_send_async, then hvd_wait: blocks until the message has moved (its partner must post
  * the receive) and returns its status. Thread safe. */
 HVD_API hvd_status_t hvd_send(const void *buf, size_t count, hvd_dtype_t dtype, int dst, int tag);

@@ -632,21 +632,22 @@ static PyObject *py_init_store(PyObject *self, PyObject *args) {
 
 /* ---- point to point: (ptr, count, dtype, peer, tag) -> handle ---- */
 
+/* send/recv(ptr, count, dtype, peer, tag[, timeout_ms]) */
 static PyObject *p2p_post(PyObject *args, int send) {
     unsigned long long ptr;
     Py_ssize_t count;
-    int dtype, peer, tag;
-    if (!PyArg_ParseTuple(args, "Kniii", &ptr, &count, &dtype, &peer, &tag))
+    int dtype, peer, tag, timeout_ms = 0;
+    if (!PyArg_ParseTuple(args, "Kniii|i", &ptr, &count, &dtype, &peer, &tag, &timeout_ms))
         return NULL;
     if (count < 0) {
         PyErr_SetString(PyExc_ValueError, "count is negative");
         return NULL;
     }
     hvd_handle_t h;
-    hvd_status_t st = send ? hvd_send_async((const void *)(uintptr_t)ptr, (size_t)count,
-                                            (hvd_dtype_t)dtype, peer, tag, &h)
-                           : hvd_recv_async((void *)(uintptr_t)ptr, (size_t)count,
-                                            (hvd_dtype_t)dtype, peer, tag, &h);
+    hvd_status_t st = send ? hvd_send_async_ex((const void *)(uintptr_t)ptr, (size_t)count,
+                                               (hvd_dtype_t)dtype, peer, tag, timeout_ms, &h)
+                           : hvd_recv_async_ex((void *)(uintptr_t)ptr, (size_t)count,
+                                               (hvd_dtype_t)dtype, peer, tag, timeout_ms, &h);
     if (st != HVD_OK)
         return raise_status(st);
     return PyLong_FromLongLong(h);

@@ -44,6 +44,7 @@ struct hvd_coord {
     size_t timed; /* entries with a deadline */
     int64_t now;
     const char *const *hosts;
+    const long *pids;
     /* when each rank last finished a negotiated operation, and the last operation every rank
      * finished (a cached one never reaches the coordinator but as hvd__coord_done_by_all) */
     int64_t *last_ms, all_last_ms;
@@ -115,8 +116,9 @@ void hvd__coord_set_now(hvd_coord_t *c, int64_t now_ms) {
     c->now = now_ms;
 }
 
-void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts) {
+void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts, const long *pids) {
     c->hosts = hosts;
+    c->pids = pids;
 }
 
 static const char *host_of(const hvd_coord_t *c, int r) {
@@ -607,7 +609,10 @@ static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, ch
             *k += w_ > 0 ? (size_t)w_ : 0;                                                         \
         }                                                                                          \
     } while (0)
-    PUT("rank %d (host %s) ", r, host_of(c, r));
+    if (c->pids && c->pids[r] > 0)
+        PUT("rank %d (host %s, pid %ld) ", r, host_of(c, r), c->pids[r]);
+    else
+        PUT("rank %d (host %s) ", r, host_of(c, r));
     int shown = 0;
     for (const name_entry_t *f = c->head; f; f = f->next) {
         const hvd_request_t *q = &f->reqs[r];

@@ -45,8 +45,9 @@ size_t hvd__coord_pending(const hvd_coord_t *c);
 
 /* The clock (monotonic, ms) of the requests added next and of take_ready's deadlines. */
 void hvd__coord_set_now(hvd_coord_t *c, int64_t now_ms);
-/* Each rank's host, for messages (the array must outlive c; NULL: "?"). */
-void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts);
+/* Each rank's host and process id, for messages (the arrays must outlive c; NULL: unknown,
+ * as a pid of 0). */
+void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts, const long *pids);
 /* Every rank finished name, an operation that never reached the coordinator (a cached one). */
 void hvd__coord_done_by_all(hvd_coord_t *c, const char *name);
 /* Whether a deadline has passed at now_ms: take_ready has a failure to hand out. */

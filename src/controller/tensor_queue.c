@@ -6,6 +6,7 @@
 #include <hvd/hvd.h>
 
 #include "common/error.h"
+#include "wire/negotiate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,4 +361,20 @@ size_t hvd__tq_in_flight(hvd_tq_t *q) {
     size_t n = q->in_flight;
     pthread_mutex_unlock(&q->lock);
     return n;
+}
+
+int hvd__tq_in_flight_name(hvd_tq_t *q, char *buf, size_t size) {
+    pthread_mutex_lock(&q->lock);
+    int found = 0;
+    /* (by name: only in-flight entries are indexed there) */
+    for (size_t b = 0; b < q->nbuckets && !found; b++) {
+        for (const hvd_entry_t *e = q->by_name[b]; e && !found; e = e->chain_name) {
+            if (e->taken && e->type != HVD_REQ_JOIN) {
+                snprintf(buf, size, "%s", e->name);
+                found = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return found;
 }

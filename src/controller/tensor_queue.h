@@ -112,4 +112,8 @@ int hvd__tq_has_new(hvd_tq_t *q);
 /* Entries in flight (pushed, not completed). */
 size_t hvd__tq_in_flight(hvd_tq_t *q);
 
+/* The name of one in-flight operation the engine has taken (not a join) into buf (at most
+ * size bytes, NUL-terminated): 1, or 0 when there is none. For messages. */
+int hvd__tq_in_flight_name(hvd_tq_t *q, char *buf, size_t size);
+
 #endif

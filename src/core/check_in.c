@@ -79,6 +79,7 @@ static int parse_rank_value(const char *v, hvd_rank_info_t *info) {
                info->addr.host, &pid, info->addr.addr, &info->addr.port, &info->local_rank,
                &info->cross_rank, info->machine) != 7)
         return -1;
+    info->pid = pid;
     return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
 }
 

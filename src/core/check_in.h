@@ -31,6 +31,7 @@ typedef struct {
     /* the machine it runs on (the kernel's boot id): ranks under different host names
      * (network namespaces, 127.0.0.x) may still share one machine's cores */
     char machine[40];
+    long pid; /* its process id, for messages (0: unknown, as after a planned check-in) */
 } hvd_rank_info_t;
 
 /* The context's part for resolving addresses after a planned check-in. */

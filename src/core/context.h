@@ -28,6 +28,7 @@ typedef struct hvd_context {
     hvd_transport_t *tp;           /* NULL when size is 1 */
     hvd_group_t global, local, cross;
     char **hosts;    /* every rank's host name, for messages */
+    long *pids;      /* every rank's process id, for messages (0: unknown) */
     int homogeneous; /* every host runs the same number of ranks */
     /* registered process sets (core/process_set.h), under its lock */
     struct hvd_pset **psets;

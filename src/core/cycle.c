@@ -943,10 +943,18 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     if (st != HVD_OK)
         return st;
     if (shut_rank >= 0) {
-        char msg[512];
+        char msg[1024];
         /* a peer whose program ended without hvd_shutdown is lost to the job, not shut down */
         int exited = (e->msgs[shut_rank].flags & HVD_CYC_EXITING) != 0;
         hvd_status_t why = exited && shut_rank != g->rank ? HVD_ERR_PEER_LOST : HVD_ERR_SHUT_DOWN;
+        /* this rank waits in an operation the other left before: most often uneven inputs */
+        char waiting[200], uneven[512] = ""; /* (a long name is cut: this is a message) */
+        if (hvd__tq_in_flight_name(e->tq, waiting, sizeof waiting))
+            snprintf(uneven, sizeof uneven,
+                     "; this rank waits in '%s'%s: if the ranks ran different numbers of steps, "
+                     "give every rank the same number of batches (DistributedSampler with "
+                     "drop_last=True) or use hvd.join() or DDP's Join",
+                     waiting, hvd__tq_in_flight(e->tq) > 1 ? " and more" : "");
         if (shut_rank == g->rank)
             snprintf(msg, sizeof msg, "%s on rank %d",
                      exited ? "the program exited without calling hvd_shutdown"
@@ -955,13 +963,13 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
         else if (exited)
             snprintf(msg, sizeof msg,
                      "rank %d (%s) exited without calling hvd_shutdown (its program ended while "
-                     "this rank still ran collectives)",
-                     shut_rank, host_of(e, shut_rank));
+                     "this rank still ran collectives)%s",
+                     shut_rank, host_of(e, shut_rank), uneven);
         else
             snprintf(msg, sizeof msg,
                      "rank %d (%s) has shut down (it called hvd_shutdown), so no collective can "
-                     "run any more; call hvd_shutdown here too",
-                     shut_rank, host_of(e, shut_rank));
+                     "run any more%s; call hvd_shutdown here too",
+                     shut_rank, host_of(e, shut_rank), uneven);
         hvd__engine_fail(e, why, msg, 0);
         return hvd__error_set(why, "%s", msg);
     }

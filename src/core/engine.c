@@ -333,7 +333,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
         st = hvd__coord_create(p, &e->coord);
         if (st == HVD_OK) {
             hvd__coord_set_members(e->coord, pset_member, ctx);
-            hvd__coord_set_hosts(e->coord, (const char *const *)ctx->hosts);
+            hvd__coord_set_hosts(e->coord, (const char *const *)ctx->hosts, ctx->pids);
         }
     }
     if (st == HVD_OK && rank == 0 && !pa->stall_check_disable && pa->stall_check_time_seconds > 0) {

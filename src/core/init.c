@@ -441,6 +441,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         all[r] = r;
         /* the host identity the local communicator uses */
         local[r] = strcmp(infos[r].addr.host, infos[p->rank].addr.host) == 0;
+        c->pids[r] = r == p->rank ? (long)getpid() : infos[r].pid;
         if (!(c->hosts[r] = strdup(infos[r].addr.host))) {
             st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
             goto err_close;
@@ -522,6 +523,8 @@ static void free_hosts(hvd_context_t *c) {
             free(c->hosts[r]);
     free(c->hosts);
     c->hosts = NULL;
+    free(c->pids);
+    c->pids = NULL;
 }
 
 /* The groups and transport (the store and secret are the caller's). */
@@ -536,6 +539,7 @@ static void free_groups(hvd_context_t *c) {
 }
 
 static hvd_status_t start_engine(hvd_context_t *c) {
+    c->pids[c->params.rank] = (long)getpid();
     if (!c->hosts[c->params.rank] &&
         !(c->hosts[c->params.rank] = strdup(c->params.hostname ? c->params.hostname : "?")))
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
@@ -627,7 +631,8 @@ static hvd_status_t init_locked(void) {
     if (hvd__ctx.elastic && (st = enter_elastic(&hvd__ctx)) != HVD_OK)
         goto err_release;
     hvd__ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.hosts);
-    if (!hvd__ctx.hosts) {
+    hvd__ctx.pids = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.pids);
+    if (!hvd__ctx.hosts || !hvd__ctx.pids) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         goto err_release;
     }

@@ -86,12 +86,17 @@ hvd_status_t hvd__engine_push_p2p(hvd_engine_t *e, hvd_entry_t *x, int tag,
     return st;
 }
 
-/* Check one side's arguments (what: "hvd_send_async"), then enqueue it. */
+/* Check one side's arguments (what: "hvd_send_async"), then enqueue it (with a deadline of
+ * timeout_ms when > 0). */
 static hvd_status_t post(const char *what, int sending, const void *buf, size_t count,
-                         hvd_dtype_t dtype, int peer, int tag, hvd_handle_t *handle_p) {
+                         hvd_dtype_t dtype, int peer, int tag, int timeout_ms,
+                         hvd_handle_t *handle_p) {
     const char *role = sending ? "dst" : "src";
     if (!handle_p)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: handle_p is NULL", what);
+    if (timeout_ms < 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: timeout_ms %d is negative", what,
+                              timeout_ms);
     if (hvd__dtype_size(dtype) == 0)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: unknown dtype %d", what, (int)dtype);
     if (tag < 0)
@@ -123,7 +128,8 @@ static hvd_status_t post(const char *what, int sending, const void *buf, size_t 
                          .recv = sending ? NULL : (void *)buf,
                          .count = count,
                          .prescale = 1.0,
-                         .postscale = 1.0};
+                         .postscale = 1.0,
+                         .timeout_ms = (uint32_t)timeout_ms};
         st = hvd__engine_push_p2p(c->engine, &x, tag, handle_p);
     }
     hvd__context_leave();
@@ -132,22 +138,32 @@ static hvd_status_t post(const char *what, int sending, const void *buf, size_t 
 
 hvd_status_t hvd_send_async(const void *buf, size_t count, hvd_dtype_t dtype, int dst, int tag,
                             hvd_handle_t *handle_p) {
-    return post("hvd_send_async", 1, buf, count, dtype, dst, tag, handle_p);
+    return post("hvd_send_async", 1, buf, count, dtype, dst, tag, 0, handle_p);
 }
 
 hvd_status_t hvd_recv_async(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag,
                             hvd_handle_t *handle_p) {
-    return post("hvd_recv_async", 0, buf, count, dtype, src, tag, handle_p);
+    return post("hvd_recv_async", 0, buf, count, dtype, src, tag, 0, handle_p);
+}
+
+hvd_status_t hvd_send_async_ex(const void *buf, size_t count, hvd_dtype_t dtype, int dst, int tag,
+                               int timeout_ms, hvd_handle_t *handle_p) {
+    return post("hvd_send_async_ex", 1, buf, count, dtype, dst, tag, timeout_ms, handle_p);
+}
+
+hvd_status_t hvd_recv_async_ex(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag,
+                               int timeout_ms, hvd_handle_t *handle_p) {
+    return post("hvd_recv_async_ex", 0, buf, count, dtype, src, tag, timeout_ms, handle_p);
 }
 
 hvd_status_t hvd_send(const void *buf, size_t count, hvd_dtype_t dtype, int dst, int tag) {
     hvd_handle_t h;
-    hvd_status_t st = post("hvd_send", 1, buf, count, dtype, dst, tag, &h);
+    hvd_status_t st = post("hvd_send", 1, buf, count, dtype, dst, tag, 0, &h);
     return st == HVD_OK ? hvd_wait(h) : st;
 }
 
 hvd_status_t hvd_recv(void *buf, size_t count, hvd_dtype_t dtype, int src, int tag) {
     hvd_handle_t h;
-    hvd_status_t st = post("hvd_recv", 0, buf, count, dtype, src, tag, &h);
+    hvd_status_t st = post("hvd_recv", 0, buf, count, dtype, src, tag, 0, &h);
     return st == HVD_OK ? hvd_wait(h) : st;
 }

@@ -317,7 +317,7 @@ static void test_key_mismatch_fails_both_at_once(void **state) {
     hvd_coord_t *c;
     assert_int_equal(hvd__coord_create(3, &c), HVD_OK);
     static const char *const hosts[] = {"h0", "h1", "h2"};
-    hvd__coord_set_hosts(c, hosts);
+    hvd__coord_set_hosts(c, hosts, NULL);
     hvd__coord_set_now(c, 1000);
     /* ranks 0 and 2 at #1 all_reduce "a"; rank 1 broadcasts "b" there; "c" has another key */
     hvd_request_t a0 = keyed("a", 0, HVD_REQ_ALLREDUCE, "g#1", 0);
@@ -370,6 +370,8 @@ static void test_deadline_names_the_missing_ranks(void **state) {
     (void)state;
     hvd_coord_t *c;
     assert_int_equal(hvd__coord_create(4, &c), HVD_OK);
+    static const long pids[] = {100, 101, 102, 0};
+    hvd__coord_set_hosts(c, NULL, pids);
     hvd__coord_set_now(c, 1000);
     /* "x" agreed by all: each rank's last operation */
     for (int r = 0; r < 4; r++) {
@@ -400,11 +402,12 @@ static void test_deadline_names_the_missing_ranks(void **state) {
     assert_int_equal(r->type, HVD_RESP_ERROR);
     assert_int_equal(r->status, HVD_NEG_FAIL_TIMEOUT);
     assert_string_equal(r->names[0], "a");
-    assert_non_null(strstr(r->error, "Timed out at 'g#2': ALLREDUCE 'a' (float32 [4], sum) "
-                                     "waited 2.0 s, its deadline, for 2 ranks that never asked "
-                                     "for it: rank 2 (host ?) waits in ALLREDUCE 'b' (float32 "
-                                     "[4], sum) (for 2.0 s); rank 3 (host ?) waits in no "
-                                     "operation"));
+    assert_non_null(strstr(r->error,
+                           "Timed out at 'g#2': ALLREDUCE 'a' (float32 [4], sum) "
+                           "waited 2.0 s, its deadline, for 2 ranks that never asked "
+                           "for it: rank 2 (host ?, pid 102) waits in ALLREDUCE 'b' (float32 "
+                           "[4], sum) (for 2.0 s); rank 3 (host ?) waits in no "
+                           "operation"));
     assert_non_null(strstr(r->error, "its last, 'x', ended 3.0 s ago"));
     assert_null(strstr(r->error, "rank 0 ")); /* those that asked are not named */
     assert_false(hvd__coord_due(c, 10000));
