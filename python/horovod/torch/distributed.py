@@ -187,44 +187,36 @@ def _as_error(e):
     engine names operations by their engine names), without the completion thread's frames
     (which torch would print under it)."""
     text = str(e)
-    if "'dist." in text:
+    if "'dist." in text or "'p2p:" in text:
         e = RuntimeError(_in_user_terms(text))
     return (e if isinstance(e, RuntimeError) else RuntimeError(text)).with_traceback(None)
 
 
 # The engine's names of the backend's operations (ProcessGroupHvd._name) and keys (_keys), as
 # libhvd's messages quote them, with what it may say of them: "ALLREDUCE 'name' (...)".
-_ENGINE_OP = re.compile(r"(?:[A-Z]+ )?'(dist\.[^'.#]+)\.(\d+)\.(\d+)\.([0-9x-]*)\.(\d+)"
-                        r"\.(-?\d+)\.(\d+)\.(\d+)#\d+'(?: \([^)]*\))?")
-_ENGINE_KEY = re.compile(r"'dist\.([^'.#]+)#(\d+)(?:\.\d+)?'")
+_ENGINE_OP = re.compile(r"(?:[A-Z]+ )?'dist\.[^':#]+:([a-z_]+\([^']*\))(?:\[\d+/\d+\])?#\d+"
+                        r"(?:@ps\d+)?'(?: \([^)]*\))?")
+_ENGINE_KEY = re.compile(r"'dist\.([^'.#:]+)#(\d+)(?:\.\d+)?'")
+_ENGINE_P2P = re.compile(r"(?:P2P )?'p2p:(\d+)->(\d+):tag=(\d+):#(\d+)'(?: \([^)]*\))?")
 _KIND_NAMES = {_hvd.ALLREDUCE: "all_reduce", _hvd.ALLGATHER: "all_gather",
                _hvd.BROADCAST: "broadcast", _hvd.ALLTOALL: "all_to_all",
                _hvd.REDUCESCATTER: "reduce_scatter"}
 _OP_NAMES = {getattr(_hvd, n): n for n in ("SUM", "AVERAGE", "MIN", "MAX", "PRODUCT")
              if hasattr(_hvd, n)}
+_DTYPE_NAMES = {code: str(dt).replace("torch.", "") for dt, code in _ops._DTYPES.items()}
 
 
 def _in_user_terms(text):
     """libhvd's message with the backend's operations as torch.distributed calls them
     ("all_reduce(float32[4], SUM)", "collective #3 of the default group")."""
-    dtypes = {code: str(dt).replace("torch.", "") for dt, code in _DTYPE_CODES.items()}
-
-    def op(m):
-        kind, dtype, shape, hop, root = (int(m.group(2)), int(m.group(3)), m.group(4),
-                                         int(m.group(5)), int(m.group(6)))
-        dims = "" if shape in ("", "-") else shape.replace("x", ", ")
-        args = f"{dtypes.get(dtype, dtype)}[{dims}]" if shape != "-" else dtypes.get(dtype, dtype)
-        if kind in (_hvd.ALLREDUCE, _hvd.REDUCESCATTER):
-            args += f", {_OP_NAMES.get(hop, hop)}"
-        elif kind == _hvd.BROADCAST:
-            args += f", src={root}"
-        return f"{_KIND_NAMES.get(kind, kind)}({args})"
-
     def key(m):  # (torch 2 names the default group "0"; torch 1.13 gives no name)
         group = ("the default group" if m.group(1) in ("world", "0") else
                  f"group {m.group(1)}")
         return f"collective #{m.group(2)} of {group}"
-    return _ENGINE_KEY.sub(key, _ENGINE_OP.sub(op, text))
+    def p2p(m):
+        return f"the message from rank {m.group(1)} to rank {m.group(2)} (tag {m.group(3)}, #{m.group(4)})"
+    text = _ENGINE_P2P.sub(p2p, text)
+    return _ENGINE_KEY.sub(key, _ENGINE_OP.sub(lambda m: m.group(1), text))
 
 
 def _unwrap(fut):
@@ -510,7 +502,7 @@ class ProcessGroupHvd(_ProcessGroup):
         super().__init__(rank, size)
         self._pset = pset
         self._global = list(global_ranks)  # group rank -> global rank
-        self._prefix = f"dist.{group_id or 'world'}"
+        self._prefix = f"dist.{group_id or 'world'}"  # (of its engine names and keys)
         self._bases = {}     # signature -> the start of its engine names (_name)
         self._inflight = {}  # name -> the handle that last had it
         self._lock = threading.Lock()
@@ -541,18 +533,26 @@ class ProcessGroupHvd(_ProcessGroup):
             return self._seq
 
     def _name(self, kind, item, i, n, seq):
-        """The engine's name of item i of n of the group's collective number seq: what it is
-        (only what every rank agrees on: alltoall's shapes differ) and seq modulo _NAME_CYCLE,
-        so that a training loop's operations come round to the same names (libhvd's response
-        cache) and the ranks name a collective alike whatever came before it (an earlier
-        failure included)."""
+        """The engine's name of item i of n of the group's collective number seq: what it is,
+        in torch.distributed's words (only what every rank agrees on: alltoall's shapes
+        differ), so that libhvd's stall warnings and timeline read as the program does, and
+        seq modulo _NAME_CYCLE, so that a training loop's operations come round to the same
+        names (libhvd's response cache) and the ranks name a collective alike whatever came
+        before it (an earlier failure included): "dist.0:all_reduce(float32[4], SUM)#3"."""
         _, _, _, dtype, shape, op, _, _, root, _, _, _ = item
         sig = (kind, dtype, None if kind == _hvd.ALLTOALL else shape, op, root, i, n)
         base = self._bases.get(sig)
         if base is None:
-            shape_text = "x".join(map(str, shape)) if sig[2] is not None else "-"
+            args = _DTYPE_NAMES.get(dtype, str(dtype))
+            if sig[2] is not None:
+                args += f"[{', '.join(map(str, shape))}]"
+            if kind in (_hvd.ALLREDUCE, _hvd.REDUCESCATTER):
+                args += f", {_OP_NAMES.get(op, op)}"
+            elif kind == _hvd.BROADCAST:
+                args += f", src={self._global.index(root) if root in self._global else root}"
+            part = f"[{i}/{n}]" if n > 1 else ""
             base = self._bases[sig] = (
-                f"{self._prefix}.{kind}.{dtype}.{shape_text}.{op}.{root}.{i}.{n}#")
+                f"{self._prefix}:{_KIND_NAMES.get(kind, kind)}({args}){part}#")
         return base + _CYCLE_TEXT[seq % _NAME_CYCLE]
 
     def _keys(self, n, seq):
@@ -1018,7 +1018,7 @@ class ProcessGroupHvd(_ProcessGroup):
         post = _hvd.send if send else _hvd.recv
         try:
             handle = post(buf.data_ptr(), buf.numel(), _dtype(t, what), self._global[peer],
-                          int(tag))
+                          int(tag), self._timeout_ms)
         except ValueError as e:
             raise ValueError(f"hvd backend: {what}: {e}") from None
 
@@ -1196,23 +1196,10 @@ def _shutdown_world():
 
 
 def _create(opts, pg_options=None):
-    _warn_debug_detail()
+    # (TORCH_DISTRIBUTED_DEBUG=DETAIL's checks, torch's ProcessGroupWrapper, wrap only C++
+    # backends; hvd checks every collective's operation, dtype, shape, op and root across the
+    # ranks itself, at every level: ProcessGroupHvd._keys)
     return _named(_create_group(opts), opts)
-
-
-_detail_warned = False
-
-
-def _warn_debug_detail():
-    """TORCH_DISTRIBUTED_DEBUG=DETAIL checks each collective's shapes and types across ranks
-    by wrapping a C++ backend in a ProcessGroupWrapper; torch skips that for a process group
-    written in Python, so on hvd they would silently not run: say so, once a process."""
-    global _detail_warned
-    if not _detail_warned and dist.get_debug_level() == dist.DebugLevel.DETAIL:
-        warnings.warn("hvd backend: TORCH_DISTRIBUTED_DEBUG=DETAIL's collective checks (torch's "
-                      "ProcessGroupWrapper) do not run on hvd: torch wraps only C++ backends. "
-                      "DDP's own DETAIL checks still run.", stacklevel=3)
-        _detail_warned = True
 
 
 def _create_group(opts):
