@@ -1039,21 +1039,6 @@ class ProcessGroupHvd(_ProcessGroup):
                            "source rank")
 
 
-def _run_eagerly(cls, names):
-    """torch.compile's dynamo inlines the Python it meets, a process group's methods too, and
-    then fails on their attributes (a ProcessGroup is an opaque object to it, with a few
-    members registered): torch.compile(DDP(model)) broke on the backend's broadcast. These
-    methods run as the program does, outside the traced graph, as a C++ backend's calls do.
-    (torch 1.13 has no dynamo.)"""
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    if disable is not None:
-        for name in names:
-            setattr(cls, name, disable(getattr(cls, name)))
-
-
-_run_eagerly(ProcessGroupHvd, ["broadcast"])
-
-
 # ---- the store of a horovodrun job ----------------------------------------------------------
 
 class _JobStore(dist.Store):
