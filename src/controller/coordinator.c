@@ -598,6 +598,16 @@ static int waits_for(const hvd_coord_t *c, const name_entry_t *e, int r) {
     return 0;
 }
 
+/* Whether e still waits for rank r (r never asked, has not joined, and takes part). */
+static int absent(const hvd_coord_t *c, const name_entry_t *e, int r) {
+    return !e->reqs[r].name && !c->joined[r] && waits_for(c, e, r);
+}
+
+/* Whether e's deadline has passed at now_ms while it still waits. */
+static int expired(const name_entry_t *e, int64_t now_ms) {
+    return e->timeout_ms && !e->ready_seq && now_ms - e->first_ms >= (int64_t)e->timeout_ms;
+}
+
 /* Append to msg (of n bytes, at *k) what rank r is doing instead of asking for e: the names
  * it waits in, or when it last finished an operation. */
 static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, char *msg, size_t n,
@@ -653,7 +663,7 @@ static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {
     size_t k = 0, n = sizeof msg;
     int missing = 0;
     for (int r = 0; r < c->size; r++)
-        missing += !e->reqs[r].name && !c->joined[r] && waits_for(c, e, r);
+        missing += absent(c, e, r);
     int w = snprintf(msg, n,
                      "Timed out%s%s%s: %s waited %.1f s, its deadline, for %d rank%s that never "
                      "asked for it: ",
@@ -662,7 +672,7 @@ static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {
     k = w > 0 ? (size_t)w : 0;
     int listed = 0;
     for (int r = 0; r < c->size && k < n; r++) {
-        if (e->reqs[r].name || c->joined[r] || !waits_for(c, e, r))
+        if (!absent(c, e, r))
             continue;
         if (listed == 8) {
             snprintf(msg + k, n - k, "; and %d more", missing - listed);
@@ -683,7 +693,7 @@ int hvd__coord_due(const hvd_coord_t *c, int64_t now_ms) {
     if (!c->timed)
         return 0;
     for (const name_entry_t *e = c->head; e; e = e->next)
-        if (e->timeout_ms && !e->ready_seq && now_ms - e->first_ms >= (int64_t)e->timeout_ms)
+        if (expired(e, now_ms))
             return 1;
     return 0;
 }
@@ -704,7 +714,7 @@ static void note_done(hvd_coord_t *c, const name_entry_t *e) {
 
 hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out) {
     for (name_entry_t *e = c->head; e && c->timed; e = e->next) {
-        if (e->timeout_ms && !e->ready_seq && c->now - e->first_ms >= (int64_t)e->timeout_ms) {
+        if (expired(e, c->now)) {
             hvd_status_t st = expire(c, e);
             if (st != HVD_OK)
                 return st;
