@@ -1,6 +1,6 @@
 """What torch 2 users run on the CPU with gloo, on the "hvd" backend (tests/python/jobs/
-torch2_job.py under torchrun), driven from one pytest process: FSDP, fully_shard and DDP over a
-torch.compile'd model end with gloo's weights bit for bit, DTensor's redistributions give the
+torch2_job.py under torchrun), driven from one pytest process: FSDP, fully_shard, DDP over a
+torch.compile'd model and torch.compile over DDP end with gloo's weights bit for bit, DTensor's redistributions give the
 arithmetic's results on 1-D and 2-D meshes, a distributed checkpoint saved and loaded across
 ranks resumes training exactly, and dist.monitored_barrier names late ranks as gloo does.
 The modes of one comparison run in one job per backend. HVD_BUILD_DIR names the build tree."""
@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "jobs", "torch2_job.py")
 TORCHRUN = [sys.executable, os.path.join(HERE, "torchrun.py")]
 # compared with gloo at np 2, where a sum of two values is the same in any order
-COMPARED = ["fsdp", "fully_shard", "ddp_compile", "dcp", "dtensor"]
+COMPARED = ["fsdp", "fully_shard", "ddp_compile", "compile_ddp", "dcp", "dtensor"]
 
 
 def run(backend, out_dir, modes, np_=2, timeout=300, **extra_env):
@@ -48,13 +48,22 @@ def assert_same(a, b, what):
         assert torch.equal(x, y), f"{what}: tensor {i} differs between gloo and hvd"
 
 
-@pytest.mark.parametrize("mode", ["fully_shard", "ddp_compile", "dcp"])
+@pytest.mark.parametrize("mode", ["fully_shard", "ddp_compile", "compile_ddp", "dcp"])
 def test_same_weights_as_gloo(compared, mode):
     assert_same(torch.load(compared["gloo"] / mode / "weights.pt"),
                 torch.load(compared["hvd"] / mode / "weights.pt"), mode)
     if mode == "ddp_compile":  # the model really ran through inductor's generated code
         text = (compared["hvd"] / mode / "compiled").read_text().strip()
         assert text.startswith("inductor graphs: ") and text != "inductor graphs: 0", text
+
+
+def test_broadcast_under_torch_compile_still_raises(compared):
+    """torch.compile runs the backend's broadcast outside dynamo's trace, through a wrapper:
+    the error of a mismatched broadcast still reaches torch.distributed.broadcast's caller."""
+    for rank in range(2):
+        text = (compared["hvd"] / "compile_ddp" / f"mismatch{rank}").read_text()
+        assert "Mismatched operations at collective #" in text, text
+        assert "broadcast(float32[4], src=0)" in text, text
 
 
 def test_fsdp_shards_as_on_gloo(compared):

@@ -23,6 +23,7 @@ pass as they do on gloo. `new_group(ranks)` is backed by an hvd process set.
 import atexit
 import datetime
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -351,6 +352,9 @@ class _PyWork(_Work):
 
 
 _THIS_FILE = sys._getframe(0).f_code.co_filename  # (as frames name it)
+# Files whose frames stand between torch.distributed and the backend's methods without being
+# the caller: this file, and torch.compiler.disable's wrapper once _run_eagerly applies it.
+_PASSED_FILES = {_THIS_FILE}
 # torch.distributed.all_reduce's own code (under any decorator a torch version wraps it in)
 _ALL_REDUCE_CODE = getattr(inspect.unwrap(dist.all_reduce), "__code__", None)
 
@@ -420,7 +424,7 @@ def _work(handles, finish):
     caller in C++ (DDP's reducer, _broadcast_coalesced, ...), which may hold a Work after
     its Python object is gone, a Work made from a future the completion thread fulfils."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == _THIS_FILE:
+    while frame is not None and frame.f_code.co_filename in _PASSED_FILES:
         frame = frame.f_back
     if frame is not None and frame.f_code.co_filename == _c10d.__file__:
         return _PyWork(handles, finish)
@@ -1037,6 +1041,52 @@ class ProcessGroupHvd(_ProcessGroup):
     def recv_anysource(self, tensors, tag):
         raise RuntimeError("hvd backend: recv from any source is not supported; name the "
                            "source rank")
+
+
+# ---- torch.compile ---------------------------------------------------------------------------
+
+# Methods dynamo must not trace into. torch.compile's dynamo inlines the Python it meets, a
+# process group's methods too, and then fails on their attributes (a ProcessGroup is an opaque
+# object to it, with a few members registered): torch.compile(DDP(model)) broke on the
+# backend's broadcast, which DDP's forward calls to sync buffers. Run eagerly, they stay
+# outside the traced graph, as a C++ backend's calls do.
+_EAGER_METHODS = ("broadcast",)
+
+
+def _run_eagerly(dynamo):
+    for name in _EAGER_METHODS:
+        setattr(ProcessGroupHvd, name, dynamo.disable(getattr(ProcessGroupHvd, name)))
+    # (the wrapper's frames lie between torch.distributed.broadcast and the method: _work
+    # looks past them for the caller)
+    _PASSED_FILES.add(sys.modules["torch._dynamo.eval_frame"].__file__)
+
+
+class _WhenDynamoLoads:
+    """Applies _run_eagerly once torch._dynamo is imported, and not before: importing it
+    costs 1.6 s of CPU, which a process that never compiles should not pay. A finder on
+    sys.meta_path that only watches for that one name, and leaves once it has seen it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_then_wrap(module):
+            exec_module(module)
+            _run_eagerly(module)
+        loader.exec_module = exec_then_wrap
+        return spec
+
+
+if "torch._dynamo" in sys.modules:
+    _run_eagerly(sys.modules["torch._dynamo"])
+elif hasattr(torch, "compiler"):  # (torch 1.13 has no dynamo)
+    sys.meta_path.insert(0, _WhenDynamoLoads())
 
 
 # ---- the store of a horovodrun job ----------------------------------------------------------

@@ -11,6 +11,10 @@ MODE fsdp: FullyShardedDataParallel over a fixed MLP on fixed data (its flat par
 MODE fully_shard: the same with torch 2's per-parameter fully_shard (DTensor parameters).
 MODE ddp_compile: DDP over a torch.compile'd model (torch's CPU compiler, inductor);
   OUT_DIR/weights.pt, and OUT_DIR/compiled holds what torch.compile ran (its backend).
+MODE compile_ddp: torch.compile over DDP (dynamo traces DDP's forward, and DDPOptimizer
+  splits the graph at its buckets; the aot_eager backend, so that no time goes to inductor,
+  which ddp_compile covers): OUT_DIR/weights.pt. On hvd, then a mismatch of broadcast and
+  all_reduce, which must raise on both ranks (OUT_DIR/mismatch<rank>: the error).
 MODE dtensor: a 1-D device mesh and, at four ranks, a 2-D one: distribute_tensor, redistribute
   between Shard, Replicate and Partial, full_tensor, and a DTensor matmul; each result checked
   here against plain arithmetic (OUT_DIR/dtensor<rank>: the checks that ran).
@@ -108,6 +112,34 @@ def run_ddp_compile(out):
         with open(os.path.join(out, "compiled"), "w") as f:
             f.write(f"inductor graphs: {len(seen)}\n")
     save(model.state_dict(), out)
+
+
+def run_compile_ddp(out):
+    model = mlp()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    train(torch.compile(ddp, backend="aot_eager"), opt, 12)
+    save(model.state_dict(), out)
+    if backend == "hvd":
+        check_broadcast_still_raises(out)
+
+
+def check_broadcast_still_raises(out):
+    """torch.compile runs the backend's broadcast eagerly, through a wrapper of dynamo's:
+    torch.distributed.broadcast must still get a Work that raises the operation's error (a
+    mismatch here), and the group go on. OUT_DIR/mismatch<rank>: the error."""
+    t = torch.ones(4)
+    try:
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, 0)
+        text = "no error"
+    except RuntimeError as e:
+        text = str(e)
+    dist.all_reduce(t)
+    with open(os.path.join(out, f"mismatch{rank}"), "w") as f:
+        f.write(text)
 
 
 def run_dtensor(out):
