@@ -82,25 +82,37 @@ def test_dtensor_redistributions(compared):
                 DTENSOR_CHECKS, backend
 
 
-def test_dtensor_on_a_2d_mesh(tmp_path):
-    run("hvd", tmp_path / "hvd", ["dtensor"], np_=4)
+@pytest.fixture(scope="module")
+def hvd_np4(tmp_path_factory):
+    """One job at np 4 on hvd: the 2-D mesh, then monitored_barrier. Its output directory.
+    (With TORCH_DISTRIBUTED_DEBUG=DETAIL, which changes nothing on hvd.)"""
+    base = tmp_path_factory.mktemp("np4")
+    run("hvd", base / "hvd", ["dtensor", "monitored_barrier"], np_=4,
+        TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    return base / "hvd"
+
+
+def test_dtensor_on_a_2d_mesh(hvd_np4):
     for r in range(4):
-        assert (tmp_path / "hvd" / "dtensor" / f"dtensor{r}").read_text().strip() == \
+        assert (hvd_np4 / "dtensor" / f"dtensor{r}").read_text().strip() == \
             DTENSOR_CHECKS + " mesh2d"
 
 
 @pytest.mark.parametrize("backend", ["gloo", "hvd"])
-def test_monitored_barrier_names_the_late_ranks(tmp_path, backend):
+def test_monitored_barrier_names_the_late_ranks(tmp_path, backend, request):
     # torch implements monitored_barrier for gloo only; the backend runs it for hvd's groups,
     # and rank 0 names the ranks that did not come within the timeout as gloo does.
-    # (hvd's run with TORCH_DISTRIBUTED_DEBUG=DETAIL, which changes nothing on hvd; gloo's
-    # without: DETAIL's wrapper fails gloo's monitored barrier with late ranks, torch 2.13)
-    detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if backend == "hvd" else {}
-    out = run(backend, tmp_path / backend, ["monitored_barrier"], np_=3, **detail)
-    d = tmp_path / backend / "monitored_barrier"
-    for r in range(3):
+    # (gloo's job runs without TORCH_DISTRIBUTED_DEBUG=DETAIL: DETAIL's wrapper fails gloo's
+    # monitored barrier with late ranks, torch 2.13)
+    if backend == "hvd":
+        d, np_ = request.getfixturevalue("hvd_np4") / "monitored_barrier", 4
+    else:
+        run(backend, tmp_path / backend, ["monitored_barrier"], np_=3)
+        d, np_ = tmp_path / backend / "monitored_barrier", 3
+    for r in range(np_):
         assert (d / f"all_arrive{r}").read_text().strip() == "ok"
     late0 = (d / "late0").read_text()
-    assert "Ranks 1, 2 failed to pass monitoredBarrier in 2000 ms" in late0, late0
-    for r in (1, 2):
+    late = ", ".join(str(r) for r in range(1, np_))
+    assert f"Ranks {late} failed to pass monitoredBarrier in 2000 ms" in late0, late0
+    for r in range(1, np_):
         assert (d / f"late{r}").read_text().startswith("error: "), r

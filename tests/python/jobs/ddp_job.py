@@ -1,10 +1,12 @@
 """DDP training written for torch.distributed, run by tests/python/test_dist_jobs.py under
 torchrun or horovodrun with a backend named on the command line:
 
-    ddp_job.py BACKEND OUT_DIR MODE [ARG]
+    ddp_job.py BACKEND OUT_DIR [train,]MODE [ARG]
 
 MODE train: train a fixed model on fixed data and save rank 0's final weights to
-  OUT_DIR/weights.pt (the same script on gloo and on hvd must end with the same weights).
+  OUT_DIR/weights.pt; with BACKEND hvd, train the same model again over a gloo group of the
+  same ranks, in the same processes, to OUT_DIR/gloo_weights.pt (a job's start-up costs more
+  than its training: one job compares the two backends, whose weights must be equal).
 MODE kill VICTIM: rank VICTIM SIGKILLs itself in the middle of training; every survivor
   records when its collective raised and the message, then checks that its next collective
   raises too (OUT_DIR/rank<r>), ignoring SIGTERM so that the launcher's kill-all does not end
@@ -31,7 +33,7 @@ import torch.nn as nn
 
 import horovod.torch  # noqa: F401  (registers the "hvd" backend)
 
-backend, out_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+backend, out_dir, modes = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 victim = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 60
 if timeout < 60:
@@ -43,11 +45,18 @@ if timeout < 60:
         time.sleep(0.05)
 dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
 rank, size = dist.get_rank(), dist.get_world_size()
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
-                      nn.Linear(64, 5))
-ddp = nn.parallel.DistributedDataParallel(model)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+
+
+def make_ddp(group=None):
+    """A fixed model, DDP over group (None: the default one), and its optimizer."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                          nn.Linear(64, 5))
+    ddp = nn.parallel.DistributedDataParallel(model, process_group=group)
+    return model, ddp, torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+
+
+model, ddp, opt = make_ddp()
 
 
 def batch(step):
@@ -55,19 +64,28 @@ def batch(step):
     return torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)
 
 
-def step_once(step):
+def step_once(step, ddp=ddp, opt=opt):
     opt.zero_grad()
     x, y = batch(step)
     nn.functional.cross_entropy(ddp(x), y).backward()
     opt.step()
 
 
-if mode == "train":
+def train(model, ddp, opt, out):
     for step in range(30):
-        step_once(step)
+        step_once(step, ddp, opt)
     if rank == 0:
-        torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
-elif mode in ("kill", "stop"):
+        torch.save(model.state_dict(), os.path.join(out_dir, out))
+
+
+if modes[0] == "train":  # (and then the next mode, if any)
+    train(model, ddp, opt, "weights.pt")
+    if backend == "hvd":
+        train(*make_ddp(dist.new_group(backend="gloo")), "gloo_weights.pt")
+    modes = modes[1:]
+mode = modes[0] if modes else None
+
+if mode in ("kill", "stop"):
     if rank != victim:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
