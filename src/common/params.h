@@ -55,6 +55,7 @@ typedef struct hvd_params {
     char *timeline;
     int timeline_mark_cycles;
     int stall_check_disable, stall_check_time_seconds, stall_shutdown_time_seconds;
+    int stall_stacks; /* HVD_STALL_STACKS */
     hvd_log_level_t log_level;
     int log_hide_time;
     char *thread_affinity;

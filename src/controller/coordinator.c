@@ -608,10 +608,6 @@ static int expired(const name_entry_t *e, int64_t now_ms) {
     return e->timeout_ms && !e->ready_seq && now_ms - e->first_ms >= (int64_t)e->timeout_ms;
 }
 
-/* Append to msg (of n bytes, at *k) what rank r is doing instead of asking for e: the names
- * it waits in, or when it last finished an operation. */
-static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, char *msg, size_t n,
-                          size_t *k) {
 #define PUT(...)                                                                                   \
     do {                                                                                           \
         if (*k < n) {                                                                              \
@@ -619,11 +615,17 @@ static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, ch
             *k += w_ > 0 ? (size_t)w_ : 0;                                                         \
         }                                                                                          \
     } while (0)
-    if (c->pids && c->pids[r] > 0)
-        PUT("rank %d (host %s, pid %ld) ", r, host_of(c, r), c->pids[r]);
-    else
-        PUT("rank %d (host %s) ", r, host_of(c, r));
+
+/* Append to msg (of n bytes, at *k) what rank r does other than asking for e (NULL: for
+ * anything): the names it waits in, or that it waits in none; and the last operation it
+ * finished and how long ago, when it waits in none or always_last is set. */
+static void activity(const hvd_coord_t *c, const name_entry_t *e, int r, int always_last,
+                     const char *blocking, char *msg, size_t n, size_t *k) {
     int shown = 0;
+    if (blocking) {
+        PUT("waits in %s", blocking);
+        shown++;
+    }
     for (const name_entry_t *f = c->head; f; f = f->next) {
         const hvd_request_t *q = &f->reqs[r];
         if (f == e || !q->name)
@@ -638,19 +640,41 @@ static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, ch
             (double)(c->now - f->first_ms) / 1e3);
         shown++;
     }
-    if (!shown) {
-        int64_t when = c->last_ms[r] > c->all_last_ms ? c->last_ms[r] : c->all_last_ms;
-        const char *what = c->last_ms[r] > c->all_last_ms ? c->last_name[r] : c->all_last_name;
-        if (what)
-            PUT("waits in no operation (it runs its own code, or has left the training loop); "
-                "its last, '%s', ended %.1f s ago",
-                what, (double)(c->now - when) / 1e3);
-        else
-            PUT("waits in no operation (it runs its own code, or has left the training loop) and "
-                "has finished none");
-    }
-#undef PUT
+    if (!shown)
+        PUT("waits in no operation (it runs its own code, or has left the training loop)");
+    if (shown && !always_last)
+        return;
+    int64_t when = c->last_ms[r] > c->all_last_ms ? c->last_ms[r] : c->all_last_ms;
+    const char *what = c->last_ms[r] > c->all_last_ms ? c->last_name[r] : c->all_last_name;
+    if (what)
+        PUT("; its last, '%s', ended %.1f s ago", what, (double)(c->now - when) / 1e3);
+    else
+        PUT(" and has finished none");
 }
+
+/* Append to msg what rank r is doing instead of asking for e, after its host and pid. */
+static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, char *msg, size_t n,
+                          size_t *k) {
+    if (c->pids && c->pids[r] > 0)
+        PUT("rank %d (host %s, pid %ld) ", r, host_of(c, r), c->pids[r]);
+    else
+        PUT("rank %d (host %s) ", r, host_of(c, r));
+    activity(c, e, r, 0, NULL, msg, n, k);
+}
+
+void hvd__coord_describe_rank(hvd_coord_t *c, int r, int64_t now_ms, const char *blocking,
+                              char *msg, size_t n) {
+    size_t written = 0, *k = &written; /* (as PUT expects) */
+    if (n)
+        msg[0] = '\0';
+    if (r < 0 || r >= c->size)
+        return;
+    c->now = now_ms;
+    if (c->pids && c->pids[r] > 0)
+        PUT("pid %ld, ", c->pids[r]);
+    activity(c, NULL, r, 1, blocking, msg, n, k);
+}
+#undef PUT
 
 /* e's deadline passed: its error names the ranks that never asked and what they do. */
 static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {

@@ -52,5 +52,11 @@ void hvd__coord_set_hosts(hvd_coord_t *c, const char *const *hosts, const long *
 void hvd__coord_done_by_all(hvd_coord_t *c, const char *name);
 /* Whether a deadline has passed at now_ms: take_ready has a failure to hand out. */
 int hvd__coord_due(const hvd_coord_t *c, int64_t now_ms);
+/* What rank r does at now_ms, for the stall inspector's report (into msg, n bytes): its pid,
+ * the operations it waits in (blocking: a call outside the coordinator's view that the caller
+ * knows it waits in, or NULL) or that it waits in none (it runs its own code), and the last
+ * one it finished and how long ago. (now_ms becomes its clock, as with set_now.) */
+void hvd__coord_describe_rank(hvd_coord_t *c, int r, int64_t now_ms, const char *blocking,
+                              char *msg, size_t n);
 
 #endif

@@ -25,7 +25,21 @@ struct hvd_stall {
     int64_t last_check_ms;
     hvd_pset_member_fn member;
     void *member_arg;
+    hvd_stall_describe_fn describe;
+    void *describe_arg;
+    int missing[HVD_STALL_MISSING_MAX], nmissing; /* the last report's first missing ranks */
 };
+
+void hvd__stall_set_describer(hvd_stall_t *s, hvd_stall_describe_fn fn, void *arg) {
+    s->describe = fn;
+    s->describe_arg = arg;
+}
+
+int hvd__stall_missing(const hvd_stall_t *s, int *ranks, int max) {
+    int n = s->nmissing < max ? s->nmissing : max;
+    memcpy(ranks, s->missing, (size_t)(n > 0 ? n : 0) * sizeof *ranks);
+    return n;
+}
 
 void hvd__stall_set_members(hvd_stall_t *s, hvd_pset_member_fn fn, void *arg) {
     s->member = fn;
@@ -182,6 +196,7 @@ int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size,
     if (s->last_check_ms && now_ms - s->last_check_ms < (int64_t)s->warn_s * 1000)
         return 0;
     s->last_check_ms = now_ms;
+    s->nmissing = 0;
     int64_t warn_ms = (int64_t)s->warn_s * 1000, shut_ms = (int64_t)s->shutdown_s * 1000;
     int may_shut = s->shutdown_s > 0 && s->shutdown_s >= s->warn_s;
     size_t n = 0;
@@ -219,11 +234,28 @@ int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size,
             add(msg, msg_size, &n, " (host %s, missing for %lld s)", s->hosts[r],
                 (long long)(oldest / 1000));
         add(msg, msg_size, &n, ": [%s%s]", names, listed > 6 ? " ..." : "");
+        if (s->describe) {
+            char what[1024];
+            s->describe(s->describe_arg, r, now_ms, what, sizeof what);
+            if (what[0])
+                add(msg, msg_size, &n, "; %s", what);
+        }
+        if (s->nmissing < HVD_STALL_MISSING_MAX)
+            s->missing[s->nmissing++] = r;
     }
-    if (*shutdown_p)
-        add(msg, msg_size, &n,
-            "\nOne or more rank (marked by \"!\") is stalled for longer than %d seconds. Will "
-            "shutdown.",
-            s->shutdown_s);
+    if (*shutdown_p && msg_size) {
+        /* First: it ends the job, and the report after it may be cut short where the
+         * message travels as an error. */
+        char head[160];
+        int h = snprintf(head, sizeof head,
+                         "One or more rank (marked by \"!\") is stalled for longer than %d "
+                         "seconds. Will shutdown.\n",
+                         s->shutdown_s);
+        size_t hl = h > 0 && (size_t)h < msg_size ? (size_t)h : 0;
+        size_t keep = n + hl < msg_size ? n : msg_size - 1 - hl;
+        memmove(msg + hl, msg, keep);
+        memcpy(msg, head, hl);
+        msg[hl + keep] = '\0';
+    }
     return any;
 }

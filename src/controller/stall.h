@@ -30,6 +30,17 @@ void hvd__stall_destroy(hvd_stall_t *s);
  * them (without it every rank is expected for every name). */
 void hvd__stall_set_members(hvd_stall_t *s, hvd_pset_member_fn fn, void *arg);
 
+/* How the report describes a missing rank beyond its host and the names it has not
+ * submitted: what it does instead (the coordinator knows: hvd__coord_describe_rank). fn
+ * writes a NUL-terminated text into buf (n bytes); an empty one adds nothing. */
+typedef void (*hvd_stall_describe_fn)(void *arg, int rank, int64_t now_ms, char *buf, size_t n);
+void hvd__stall_set_describer(hvd_stall_t *s, hvd_stall_describe_fn fn, void *arg);
+
+/* The first ranks (at most max, and at most HVD_STALL_MISSING_MAX) that the last report
+ * named as missing, into ranks; how many. 0 after a check that reported nothing. */
+#define HVD_STALL_MISSING_MAX 16
+int hvd__stall_missing(const hvd_stall_t *s, int *ranks, int max);
+
 /* rank has submitted name of process set pset (0: the whole job; now_ms: a monotonic
  * clock). */
 hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int rank, int64_t now_ms);

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "controller/fusion.h"
+#include "os/stack_dump.h"
 #include "wire/le.h"
 
 #include <stdio.h>
@@ -233,6 +234,12 @@ static hvd_status_t build_message(hvd_engine_t *e, hvd_posted_t *p, uint32_t nwo
         m.tune_knobs = (t->cache_enabled ? HVD_TUNE_KNOB_CACHE : 0u) |
                        (t->hierarchical_allreduce ? HVD_TUNE_KNOB_HIER_ALLREDUCE : 0u) |
                        (t->hierarchical_allgather ? HVD_TUNE_KNOB_HIER_ALLGATHER : 0u);
+    }
+    if (e->nstack_ranks) { /* (sent once: a later warning asks again) */
+        m.ext |= HVD_CYC_EXT_STACKS;
+        m.nstacks = e->nstack_ranks;
+        m.stacks = e->stack_ranks;
+        e->nstack_ranks = 0;
     }
     if (p) {
         m.flags |= HVD_CYC_BLOCKING | (p->payload_path ? HVD_CYC_PAYLOAD : 0);
@@ -661,8 +668,8 @@ static hvd_status_t decode_all(hvd_engine_t *e, uint32_t nwords, size_t max_payl
  * describes that call alone. Decided from the message only, as every rank decides on the
  * same messages. */
 static int plain(const hvd_posted_t *p, const uint8_t *mine, size_t len) {
-    if (!p || (mine[3] & ~HVD_CYC_ORDERED) != (HVD_CYC_BLOCKING | HVD_CYC_PAYLOAD))
-        return 0;
+    if (!p || (mine[3] & ~HVD_CYC_ORDERED) != (HVD_CYC_BLOCKING | HVD_CYC_PAYLOAD) || mine[5])
+        return 0; /* (ext sections follow the payload) */
     for (size_t b = HVD_CYC_HEADER_LEN; b < len - p->payload_len; b++)
         if (mine[b])
             return 0; /* a hit */
@@ -692,6 +699,33 @@ static int uniform_blocking(hvd_engine_t *e, const hvd_posted_t *p, const uint8_
     return 1;
 }
 
+/* HVD_STALL_STACKS, rank 0: the ranks the stall warning named are asked for their stacks in
+ * the next cycle message. */
+static void ask_for_stacks(hvd_engine_t *e) {
+    int ranks[HVD_CYC_STACKS_MAX];
+    int n = hvd__stall_missing(e->stall, ranks, HVD_CYC_STACKS_MAX);
+    for (int i = 0; i < n; i++)
+        hvd__le32_put(e->stack_ranks + 4 * i, (uint32_t)ranks[i]);
+    e->nstack_ranks = (uint16_t)n;
+}
+
+/* Every rank: rank 0's message may ask this rank for its stacks (ask_for_stacks). */
+static void stacks_asked(hvd_engine_t *e) {
+    const hvd_cycle_msg_t *m0 = &e->msgs[0];
+    if (!(m0->ext & HVD_CYC_EXT_STACKS))
+        return;
+    for (uint16_t i = 0; i < m0->nstacks; i++) {
+        if (hvd__cycle_stack_rank(m0, i) == e->ctx->global.rank) {
+            if (!hvd__stack_dump_request())
+                HVD_LOG_W("rank %d: the stall warning asked for this rank's stacks "
+                          "(HVD_STALL_STACKS=1), but nothing handles SIGUSR2 here: a Python "
+                          "program's horovod init registers faulthandler for it",
+                          e->ctx->global.rank);
+            return;
+        }
+    }
+}
+
 /* What follows the execution of every cycle: the background thread's interval, rank 0's
  * stall inspector. */
 static hvd_status_t cycle_end(hvd_engine_t *e, int64_t now) {
@@ -701,12 +735,14 @@ static hvd_status_t cycle_end(hvd_engine_t *e, int64_t now) {
     if (e->stall && !hvd__stall_idle(e->stall)) {
         if (!now) /* (an express cycle reads no clock of its own) */
             now = hvd__engine_now_ms();
-        char msg[4096];
+        char msg[8192];
         int shut = 0;
         if (hvd__stall_check(e->stall, now, msg, sizeof msg, &shut)) {
             if (shut) /* logged once, by hvd__engine_cycle */
                 return hvd__error_set(HVD_ERR_TIMEOUT, "%s", msg);
             HVD_LOG_W("%s", msg);
+            if (e->ctx->params.stall_stacks)
+                ask_for_stacks(e);
         }
     }
     return HVD_OK;
@@ -714,7 +750,8 @@ static hvd_status_t cycle_end(hvd_engine_t *e, int64_t now) {
 
 /* Bound on every rank's message (the same on every rank). */
 static size_t message_max(uint32_t nwords, size_t pmax) {
-    return HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX + HVD_CYC_TUNE_LEN;
+    return HVD_CYC_HEADER_LEN + (size_t)nwords * 16 + pmax + HVD_CYC_REASON_MAX + HVD_CYC_TUNE_LEN +
+           2 + 4 * HVD_CYC_STACKS_MAX;
 }
 
 /* Autotune at the end of an ordinary cycle: every rank applies the configuration rank 0's
@@ -846,6 +883,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     hvd_status_t st = decode_all(e, nwords, pmax);
     if (st != HVD_OK)
         return st;
+    stacks_asked(e);
 
     /* Combine the bit-vectors: AND of hits, OR of invalid bits. */
     size_t wbytes = (size_t)nwords * 8;

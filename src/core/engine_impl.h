@@ -68,6 +68,10 @@ struct hvd_engine {
     hvd_cache_t *cache; /* NULL when HOROVOD_CACHE_CAPACITY is 0 */
     hvd_coord_t *coord; /* rank 0 */
     hvd_stall_t *stall; /* rank 0, unless disabled */
+    /* rank 0, HVD_STALL_STACKS: the ranks a stall warning named, asked for their stacks in
+     * the next cycle message (wire form: little-endian u32 each) */
+    uint8_t stack_ranks[4 * HVD_CYC_STACKS_MAX];
+    uint16_t nstack_ranks;
     size_t fusion_threshold;
     int64_t cycle_us, timeout_ms, stall_warn_ms;
 

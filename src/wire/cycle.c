@@ -9,7 +9,8 @@
 size_t hvd__cycle_size(const hvd_cycle_msg_t *m) {
     size_t words = (size_t)m->nwords * 8;
     return HVD_CYC_HEADER_LEN + words + (m->invalid ? words : 0) + m->payload_len + m->reason_len +
-           ((m->flags & HVD_CYC_TUNE) ? HVD_CYC_TUNE_LEN : 0);
+           ((m->flags & HVD_CYC_TUNE) ? HVD_CYC_TUNE_LEN : 0) +
+           ((m->ext & HVD_CYC_EXT_STACKS) ? 2 + (size_t)m->nstacks * 4 : 0);
 }
 
 void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
@@ -18,7 +19,7 @@ void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
     out[2] = HVD_CYC_VERSION;
     out[3] = (uint8_t)((m->flags & ~HVD_CYC_INVALID) | (m->invalid ? HVD_CYC_INVALID : 0));
     out[4] = m->comm;
-    out[5] = 0;
+    out[5] = m->ext;
     hvd__le32_put(out + 6, m->nwords);
     hvd__le32_put(out + 10, m->payload_len);
     hvd__le16_put(out + 14, m->reason_len);
@@ -42,6 +43,12 @@ void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out) {
         hvd__le64_put(p, m->tune_fusion);
         hvd__le32_put(p + 8, m->tune_cycle_us);
         hvd__le32_put(p + 12, m->tune_knobs);
+        p += HVD_CYC_TUNE_LEN;
+    }
+    if (m->ext & HVD_CYC_EXT_STACKS) {
+        hvd__le16_put(p, m->nstacks);
+        if (m->nstacks)
+            memcpy(p + 2, m->stacks, (size_t)m->nstacks * 4);
     }
 }
 
@@ -56,12 +63,12 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
         why = "bad magic or version";
         goto bad;
     }
-    /* Reserved bytes must be zero: a later version may give them a meaning. */
-    if (buf[5]) {
-        why = "reserved bytes set";
+    /* Unknown ext flags are refused: a later version may give them a meaning. */
+    if (buf[5] & ~HVD_CYC_EXT_STACKS) {
+        why = "unknown ext flags set";
         goto bad;
     }
-    hvd_cycle_msg_t d = {.flags = buf[3], .comm = buf[4]};
+    hvd_cycle_msg_t d = {.flags = buf[3], .comm = buf[4], .ext = buf[5]};
     d.nwords = hvd__le32_get(buf + 6);
     d.payload_len = hvd__le32_get(buf + 10);
     d.reason_len = hvd__le16_get(buf + 14);
@@ -73,6 +80,17 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
     size_t words = (size_t)d.nwords * 8;
     size_t need = HVD_CYC_HEADER_LEN + words + ((d.flags & HVD_CYC_INVALID) ? words : 0) +
                   d.payload_len + d.reason_len + ((d.flags & HVD_CYC_TUNE) ? HVD_CYC_TUNE_LEN : 0);
+    if ((d.ext & HVD_CYC_EXT_STACKS) && need + 2 <= len) {
+        d.nstacks = hvd__le16_get(buf + need);
+        if (d.nstacks > HVD_CYC_STACKS_MAX) {
+            why = "a bound exceeded";
+            goto bad;
+        }
+        d.stacks = buf + need + 2;
+        need += 2 + (size_t)d.nstacks * 4;
+    } else if (d.ext & HVD_CYC_EXT_STACKS) {
+        need += 2;
+    }
     if (need != len) {
         why = need > len ? "truncated" : "trailing bytes";
         goto bad;
@@ -98,6 +116,10 @@ hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_word
 bad:
     return hvd__error_set(HVD_ERR_PROTOCOL, "malformed cycle message of %zu bytes from rank %d: %s",
                           len, from_rank, why);
+}
+
+int hvd__cycle_stack_rank(const hvd_cycle_msg_t *m, uint16_t i) {
+    return (int)hvd__le32_get(m->stacks + (size_t)i * 4);
 }
 
 uint64_t hvd__cycle_word(const uint8_t *words, uint32_t w) {

@@ -5,11 +5,13 @@
  * named operations share one agreement per cycle.
  *
  * Encoding (little-endian):
- *   "HC" | version u8 | flags u8 | comm u8 | reserved u8 | nwords u32 | payload_len u32 |
+ *   "HC" | version u8 | flags u8 | comm u8 | ext u8 | nwords u32 | payload_len u32 |
  *   reason_len u16 | signature (HVD_SIG_LEN bytes, group.h) |
  *   hits u64 x nwords | invalid u64 x nwords (only with HVD_CYC_INVALID) |
  *   payload | reason | tune (16 bytes, only with HVD_CYC_TUNE: fusion threshold u64 |
- *   cycle time in us u32 | knobs u32, bit 0 the response cache)
+ *   cycle time in us u32 | knobs u32, bit 0 the response cache) |
+ *   stacks (only with ext HVD_CYC_EXT_STACKS: count u16 | rank u32 x count)
+ * ext was a reserved zero byte: flags a cycle rarely needs (so that version 2 stays).
  * Bounds (nwords, payload, reason) are checked against the caller's limits before anything
  * is used; the decoded message points into the buffer (no allocation). */
 #ifndef HVD_WIRE_CYCLE_H
@@ -37,6 +39,11 @@
 #define HVD_CYC_TUNE 0x80u     /* rank 0's autotune: every rank switches to tune after this cycle */
 #define HVD_CYC_TUNE_LEN 16
 
+/* ext flags. */
+/* rank 0's stall inspector asks the ranks listed for their stacks (HVD_STALL_STACKS) */
+#define HVD_CYC_EXT_STACKS 0x01u
+#define HVD_CYC_STACKS_MAX 16
+
 typedef struct {
     uint8_t flags, comm;
     hvd_sig_t sig;
@@ -50,6 +57,10 @@ typedef struct {
     /* with HVD_CYC_TUNE */
     uint64_t tune_fusion;
     uint32_t tune_cycle_us, tune_knobs; /* knobs: HVD_TUNE_KNOB_* */
+    uint8_t ext;                        /* HVD_CYC_EXT_* */
+    /* with HVD_CYC_EXT_STACKS: nstacks (at most HVD_CYC_STACKS_MAX) ranks */
+    uint16_t nstacks;
+    const uint8_t *stacks; /* nstacks little-endian u32 (read with hvd__cycle_stack_rank) */
 } hvd_cycle_msg_t;
 
 /* The two-valued knobs of a tuning announcement (tune_knobs). */
@@ -66,6 +77,9 @@ void hvd__cycle_encode(const hvd_cycle_msg_t *m, uint8_t *out);
  * max_payload. */
 hvd_status_t hvd__cycle_decode(const uint8_t *buf, size_t len, uint32_t max_words,
                                size_t max_payload, int from_rank, hvd_cycle_msg_t *m);
+
+/* Rank i of a message's stacks section. */
+int hvd__cycle_stack_rank(const hvd_cycle_msg_t *m, uint16_t i);
 
 /* Word w of a bit-vector in wire form. */
 uint64_t hvd__cycle_word(const uint8_t *words, uint32_t w);

@@ -87,11 +87,13 @@ done
 expect_contains "every check passed" "$OUT" "[0]<stdout>:async_check stall_late: ok"
 expect_contains "stall warning" "$ERR" "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 1 seconds."
 expect_contains "stall warning lists missing ranks" "$ERR" "[0]<stderr>:Missing ranks:"
-grep -q '^\[0\]<stderr>:1 (host localhost, missing for [0-9]* s): \[late\]$' "$TMP/err" ||
-  fail "no stall warning naming rank 1 as missing 'late':
+# (and what rank 1 does instead, sleeping in its own code: its pid, and its last operation)
+doing="; pid [0-9]+, waits in no operation \(it runs its own code, or has left the training loop\)"
+grep -Eq "^\[0\]<stderr>:1 \(host localhost, missing for [0-9]+ s\): \[late\]$doing and has finished none$" "$TMP/err" ||
+  fail "no stall warning naming rank 1 as missing 'late', and what it does:
 $ERR"
-grep -q '^\[0\]<stderr>:1 (host localhost, missing for [0-9]* s): \[late_cached\]$' "$TMP/err" ||
-  fail "no stall warning naming rank 1 as missing 'late_cached' (a name in the response cache):
+grep -Eq "^\[0\]<stderr>:1 \(host localhost, missing for [0-9]+ s\): \[late_cached\]$doing; its last, 'late_cached', ended [0-9.]+ s ago$" "$TMP/err" ||
+  fail "no stall warning naming rank 1 as missing 'late_cached' (a name in the response cache), and what it does:
 $ERR"
 ! grep -q '^\[[0-9]*\]<stderr>:[02] (host' "$TMP/err" ||
   fail "a stall warning names rank 0 or 2, which were not missing anything:
@@ -115,6 +117,9 @@ expect_contains "the job's error names the stall" "$ERR" \
   'One or more rank (marked by "!") is stalled for longer than 2 seconds. Will shutdown.'
 expect_contains "the job's error names the missing rank and tensor" "$ERR" \
   "1! (host localhost, missing for"
+grep -Eq "^\[0\]<stderr>:.*1! \(host localhost, missing for [0-9]+ s\): \[never\]; pid [0-9]+, waits in the blocking call barrier" "$TMP/err" ||
+  fail "the stall shutdown does not say that rank 1 waits in a barrier:
+$ERR"
 for ((r = 0; r < np; r++)); do
   f=$dir/rank.$r
   [[ -f $f ]] || fail "rank $r wrote no result:

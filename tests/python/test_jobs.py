@@ -5,6 +5,7 @@ out as torchvision's MNIST. HVD_BUILD_DIR names the build tree."""
 import gzip
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -55,6 +56,30 @@ def test_rank_leaving_before_init_fails_the_others_at_once(tmp_path):
         assert float(took) < 1.0, f"rank {rank}: hvd.init() failed after {took} s"
         assert kinds == "True True", kinds  # HorovodInternalError and ValueError
         assert "rank 1 (host " in message and "exited with status 0 before hvd_init" in message
+
+
+def test_stall_names_the_missing_rank_what_it_does_and_its_stack_then_shuts_down(tmp_path):
+    script = os.path.join(SOURCE, "tests/python/jobs/stall_job.py")
+    r = run(["-np", "2", sys.executable, script, str(tmp_path)], timeout=120,
+            HOROVOD_STALL_CHECK_TIME_SECONDS="1", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="3",
+            HVD_STALL_STACKS="1")
+    out = r.stdout + r.stderr
+    pid1 = (tmp_path / "pid1").read_text()
+    # 1. the warning names rank 1, its pid, that it runs its own code, and its last operation
+    assert re.search(r"\[0\]<stderr>:1 \(host [^,]+, missing for \d+ s\): \[allreduce\.late\]; "
+                     rf"pid {pid1}, waits in no operation \(it runs its own code, or has left the "
+                     r"training loop\); its last, 'allreduce\.warm', ended [\d.]+ s ago", out), out
+    # ... and rank 1 printed where it is: its Python stack
+    assert re.search(r"\[1\]<stderr>:.*in sleeping_in_user_code", out), out
+    # 2. the shutdown time ends the job, rank 0's allreduce raising with the stall's report
+    assert r.returncode != 0, out
+    waited, text = (tmp_path / "never").read_text().split("\n", 1)
+    assert 2.5 < float(waited) < 12, waited
+    assert text.startswith('One or more rank (marked by "!") is stalled for longer than 3 '
+                           'seconds. Will shutdown.'), text
+    assert re.search(rf"1! \(host [^,]+, missing for \d+ s\): \[allreduce\.never\]; pid {pid1}, "
+                     r"waits in no operation", text), text
+    assert re.search(r"\[1\]<stderr>:.*in never_coming_back", out), out
 
 
 # (Adasum keeps one rank's learning rate: after one epoch it is behind the average's doubled

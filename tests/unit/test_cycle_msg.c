@@ -1,7 +1,7 @@
 /* The per-cycle control message (wire/cycle.h): a message round-trips field by field; a
  * blocking call's message with an 8-byte payload fits the first cache line of an arena box
  * (52 bytes after the step number and length); truncation, trailing bytes, a wrong version
- * or reserved byte, and bounds exceeded are rejected with HVD_ERR_PROTOCOL; the fuzzer's
+ * or unknown ext flag, and bounds exceeded are rejected with HVD_ERR_PROTOCOL; the fuzzer's
  * seeds (tests/fuzz/corpus/cycle) are current messages that re-encode to their own bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +80,42 @@ static void test_tune_block(void **state) {
     assert_int_equal(hvd__cycle_decode(buf, len - 1, 0, 0, 0, &d), HVD_ERR_PROTOCOL);
 }
 
+/* Rank 0 asking ranks for their stacks: the section after the tune block; a count over
+ * the bound, or a section cut short, is rejected. */
+static void test_stacks_section(void **state) {
+    (void)state;
+    const uint8_t ranks[8] = {1, 0, 0, 0, 0x2c, 0x01, 0, 0}; /* 1 and 300 */
+    hvd_cycle_msg_t m = {.flags = HVD_CYC_TUNE,
+                         .tune_cycle_us = 5,
+                         .ext = HVD_CYC_EXT_STACKS,
+                         .nstacks = 2,
+                         .stacks = ranks};
+    uint8_t buf[128];
+    size_t len = hvd__cycle_size(&m);
+    assert_int_equal(len, HVD_CYC_HEADER_LEN + HVD_CYC_TUNE_LEN + 2 + 8);
+    hvd__cycle_encode(&m, buf);
+    hvd_cycle_msg_t d;
+    assert_int_equal(hvd__cycle_decode(buf, len, 0, 0, 0, &d), HVD_OK);
+    assert_int_equal(d.ext, HVD_CYC_EXT_STACKS);
+    assert_int_equal(d.tune_cycle_us, 5);
+    assert_int_equal(d.nstacks, 2);
+    assert_int_equal(hvd__cycle_stack_rank(&d, 0), 1);
+    assert_int_equal(hvd__cycle_stack_rank(&d, 1), 300);
+    for (size_t cut = len - 10; cut < len; cut++)
+        assert_int_equal(hvd__cycle_decode(buf, cut, 0, 0, 0, &d), HVD_ERR_PROTOCOL);
+    m.nstacks = 0; /* an empty list is a message too */
+    len = hvd__cycle_size(&m);
+    hvd__cycle_encode(&m, buf);
+    assert_int_equal(hvd__cycle_decode(buf, len, 0, 0, 0, &d), HVD_OK);
+    assert_int_equal(d.nstacks, 0);
+    uint8_t big[HVD_CYC_HEADER_LEN + HVD_CYC_TUNE_LEN + 2 + 4 * (HVD_CYC_STACKS_MAX + 1)];
+    uint8_t many[4 * (HVD_CYC_STACKS_MAX + 1)] = {0};
+    m.nstacks = HVD_CYC_STACKS_MAX + 1;
+    m.stacks = many;
+    hvd__cycle_encode(&m, big);
+    assert_int_equal(hvd__cycle_decode(big, sizeof big, 0, 0, 0, &d), HVD_ERR_PROTOCOL);
+}
+
 static void test_small_call_fits_a_line(void **state) {
     (void)state;
     const uint8_t payload[8] = {0};
@@ -103,7 +139,9 @@ static void test_rejected(void **state) {
     buf[2] = 1; /* version 1: the longer header */
     assert_int_equal(hvd__cycle_decode(buf, len, 0, 64, 1, &d), HVD_ERR_PROTOCOL);
     buf[2] = HVD_CYC_VERSION;
-    buf[5] = 1; /* reserved */
+    buf[5] = 0x80; /* an ext flag this version does not know */
+    assert_int_equal(hvd__cycle_decode(buf, len, 0, 64, 1, &d), HVD_ERR_PROTOCOL);
+    buf[5] = HVD_CYC_EXT_STACKS; /* without its section */
     assert_int_equal(hvd__cycle_decode(buf, len, 0, 64, 1, &d), HVD_ERR_PROTOCOL);
     buf[5] = 0;
     assert_int_equal(hvd__cycle_decode(buf, len, 0, 64, 1, &d), HVD_OK);
@@ -112,7 +150,7 @@ static void test_rejected(void **state) {
 /* Seeds of an older version would decode to nothing, and the fuzzer start from noise. */
 static void test_fuzz_seeds_decode(void **state) {
     (void)state;
-    static const char *seeds[] = {"blocking", "hits", "idle", "shutdown"};
+    static const char *seeds[] = {"blocking", "hits", "idle", "shutdown", "stacks"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/cycle/%s", HVD_FUZZ_SEEDS, seeds[i]);
@@ -131,11 +169,9 @@ static void test_fuzz_seeds_decode(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_tune_block),
-        cmocka_unit_test(test_small_call_fits_a_line),
-        cmocka_unit_test(test_rejected),
-        cmocka_unit_test(test_fuzz_seeds_decode),
+        cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_tune_block),
+        cmocka_unit_test(test_stacks_section), cmocka_unit_test(test_small_call_fits_a_line),
+        cmocka_unit_test(test_rejected),       cmocka_unit_test(test_fuzz_seeds_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

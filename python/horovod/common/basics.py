@@ -9,6 +9,21 @@ from horovod.common import process_sets as _ps
 from horovod.common import util
 
 
+def _stacks_on_request():
+    """HVD_STALL_STACKS=1: a stall warning asks the ranks it names as missing for their
+    stacks, which libhvd does by sending SIGUSR2 to such a rank when something handles it.
+    faulthandler handles it here, printing every thread's Python stack to stderr (under
+    horovodrun, tagged with the rank), in C, whatever the main thread is doing."""
+    if util.env_flag("HVD_STALL_STACKS"):
+        import faulthandler
+        import signal
+        import sys
+        faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
+
+
+_stacks_on_request()
+
+
 class HorovodBasics:
     """Horovod's basics over libhvd. One instance, `_basics`, serves the package."""
 
