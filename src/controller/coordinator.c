@@ -22,6 +22,11 @@ typedef struct name_entry {
     int type;                /* the first request's */
     int ready_seq;           /* order of becoming ready; 0 while not ready */
     int pair[2];             /* a p2p name's two ranks (the first request's and its partner) */
+    /* Another pending name with the same user's name (hvd__coord_user_name) but another
+     * operation, and since when both are pending: a mismatch if the ranks stay apart. */
+    const char *user; /* the user's name in name, or NULL */
+    struct name_entry *rival;
+    int64_t rival_ms;
     struct name_entry *next;
 } name_entry_t;
 
@@ -41,7 +46,8 @@ struct hvd_coord {
     unsigned nfailed; /* failures remembered so far; the ring holds the last FAILED_KEYS */
     name_entry_t *head;
     size_t pending;
-    size_t timed; /* entries with a deadline */
+    size_t timed;  /* entries with a deadline */
+    size_t rivals; /* entries with a rival */
     int64_t now;
     const char *const *hosts;
     const long *pids;
@@ -86,6 +92,10 @@ static void entry_free(hvd_coord_t *c, name_entry_t *e) {
     }
     if (e->timeout_ms)
         c->timed--;
+    if (e->rival) {
+        e->rival->rival = NULL;
+        c->rivals -= 2;
+    }
     free(e->reqs);
     free(e->name);
     free(e->error);
@@ -259,6 +269,82 @@ static hvd_status_t check_key(hvd_coord_t *c, name_entry_t *e, const hvd_request
     return HVD_OK;
 }
 
+const char *hvd__coord_user_name(const char *name) {
+    static const char *const kinds[] = {"allreduce.", "allgather.",     "broadcast.",
+                                        "alltoall.",  "reducescatter.", "adasum."};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        size_t n = strlen(kinds[i]);
+        if (strncmp(name, kinds[i], n) == 0 && name[n])
+            return name + n;
+    }
+    return NULL;
+}
+
+/* A new entry e whose name carries a user's name: another pending name of its process set
+ * with the same user's name (another operation) becomes its rival. */
+static void find_rival(hvd_coord_t *c, name_entry_t *e) {
+    if (!(e->user = hvd__coord_user_name(e->name)))
+        return;
+    for (name_entry_t *f = c->head; f; f = f->next) {
+        if (f == e || !f->user || f->rival || f->error || f->pset != e->pset)
+            continue;
+        if (strcmp(f->user, e->user) == 0) {
+            e->rival = f;
+            f->rival = e;
+            e->rival_ms = f->rival_ms = c->now;
+            c->rivals += 2;
+            return;
+        }
+    }
+}
+
+/* Whether the ranks are apart on e and its rival: a rank asked for e and not for the
+ * rival, and another for the rival and not for e (a rank that asked for both, or a rank
+ * yet to ask, may simply submit in another order). */
+static int apart(const hvd_coord_t *c, const name_entry_t *e, int *a, int *b) {
+    *a = *b = -1;
+    for (int r = 0; r < c->size; r++) {
+        int mine = e->reqs[r].name != NULL, theirs = e->rival->reqs[r].name != NULL;
+        if (mine && !theirs && *a < 0)
+            *a = r;
+        if (theirs && !mine && *b < 0)
+            *b = r;
+    }
+    return *a >= 0 && *b >= 0;
+}
+
+static int rival_due(const name_entry_t *e, int64_t now_ms) {
+    return e->rival && !e->ready_seq && now_ms - e->rival_ms >= HVD_COORD_RIVAL_GRACE_MS;
+}
+
+/* e and its rival have both been pending for the grace time: if the ranks are still apart,
+ * both fail, each side named; if not, they are no longer rivals. */
+static hvd_status_t settle_rival(hvd_coord_t *c, name_entry_t *e) {
+    name_entry_t *f = e->rival;
+    int a, b;
+    int split = apart(c, e, &a, &b);
+    e->rival = f->rival = NULL;
+    c->rivals -= 2;
+    if (!split)
+        return HVD_OK;
+    char da[600], db[600], msg[HVD_NEG_ERROR_MAX / 2];
+    const hvd_request_t *qa = &e->reqs[a], *qb = &f->reqs[b];
+    if (b < a) {
+        const hvd_request_t *t = qa;
+        qa = qb;
+        qb = t;
+    }
+    describe(qa, da, sizeof da);
+    describe(qb, db, sizeof db);
+    snprintf(msg, sizeof msg,
+             "Mismatched operations under the name '%s': rank %d (host %s) asked for %s, but "
+             "rank %d (host %s) asked for %s. Every rank must submit the same operation under "
+             "a name.",
+             e->user, qa->rank, host_of(c, qa->rank), da, qb->rank, host_of(c, qb->rank), db);
+    hvd_status_t st = fail_entry(c, e, msg, HVD_NEG_FAIL_MISMATCH);
+    return st == HVD_OK ? fail_entry(c, f, msg, HVD_NEG_FAIL_MISMATCH) : st;
+}
+
 hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
     if (req->rank < 0 || req->rank >= c->size)
         return hvd__error_set(HVD_ERR_INVALID_ARG, "request from rank %d in a group of %d",
@@ -311,6 +397,8 @@ hvd_status_t hvd__coord_add(hvd_coord_t *c, const hvd_request_t *req) {
             pp = &(*pp)->next;
         *pp = e;
         c->pending++;
+        if (req->type != HVD_REQ_P2P)
+            find_rival(c, e);
     }
     hvd_request_t *slot = &e->reqs[req->rank];
     if (slot->name)
@@ -714,10 +802,10 @@ static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {
 }
 
 int hvd__coord_due(const hvd_coord_t *c, int64_t now_ms) {
-    if (!c->timed)
+    if (!c->timed && !c->rivals)
         return 0;
     for (const name_entry_t *e = c->head; e; e = e->next)
-        if (expired(e, now_ms))
+        if (expired(e, now_ms) || rival_due(e, now_ms))
             return 1;
     return 0;
 }
@@ -737,6 +825,13 @@ static void note_done(hvd_coord_t *c, const name_entry_t *e) {
 }
 
 hvd_status_t hvd__coord_take_ready(hvd_coord_t *c, hvd_response_list_t *out) {
+    for (name_entry_t *e = c->head; e && c->rivals; e = e->next) {
+        if (rival_due(e, c->now)) {
+            hvd_status_t st = settle_rival(c, e);
+            if (st != HVD_OK)
+                return st;
+        }
+    }
     for (name_entry_t *e = c->head; e && c->timed; e = e->next) {
         if (expired(e, c->now)) {
             hvd_status_t st = expire(c, e);

@@ -43,6 +43,17 @@ size_t hvd__coord_pending(const hvd_coord_t *c);
  * of one process set under one key fail at once (HVD_NEG_FAIL_MISMATCH), the message naming
  * a rank of each side and what each asked for. */
 
+/* Horovod's front doors name an operation "<kind>.<the user's name>" (allreduce.grad.w,
+ * broadcast.noname.7: unnamed ones share one counter per process set, so that the number is
+ * the operation's place in the order). Two pending names with the same user's name under
+ * different kinds are rivals: if, HVD_COORD_RIVAL_GRACE_MS after both came, one rank still
+ * has asked for one and not the other while another rank has asked for the other only, the
+ * ranks disagree on what that name is, and both fail (HVD_NEG_FAIL_MISMATCH), a rank of each
+ * side named. The grace lets ranks that submit both operations in different orders (which
+ * Horovod allows) agree first. The user's name in name, or NULL when it has none. */
+#define HVD_COORD_RIVAL_GRACE_MS 1000
+const char *hvd__coord_user_name(const char *name);
+
 /* The clock (monotonic, ms) of the requests added next and of take_ready's deadlines. */
 void hvd__coord_set_now(hvd_coord_t *c, int64_t now_ms);
 /* Each rank's host and process id, for messages (the arrays must outlive c; NULL: unknown,

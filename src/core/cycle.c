@@ -34,6 +34,11 @@ static size_t payload_max(hvd_engine_t *e) {
 /* How long a cached operation with a key or a deadline waits for the other ranks' bits
  * before it goes to the coordinator (intake). */
 #define KEYED_HIT_GRACE_MS 200
+/* A hit whose name carries a user's name (hvd__coord_user_name) goes to the coordinator
+ * after this long, where another rank may have asked for the same user's name under another
+ * operation: the coordinator's rivals. (Longer than a keyed hit's: a rank more than this
+ * late costs one uncached negotiation of each such name.) */
+#define NAMED_HIT_GRACE_MS 1000
 /* Bound on one rank's request list (every name at most 1 KiB). */
 #define REQUESTS_MAX ((size_t)64 << 20)
 #define RESPONSES_MAX ((size_t)256 << 20)
@@ -133,14 +138,18 @@ static hvd_status_t intake(hvd_engine_t *e, int64_t now) {
     /* A hit waiting longer than the stall warning is turned into a request the coordinator
      * sees, so the stall inspector can name the ranks that never submitted it; one with a
      * key or a deadline sooner (KEYED_HIT_GRACE_MS), so that the coordinator compares keys
-     * and keeps the deadline. (Every rank's hit on that bit then goes to full negotiation
-     * in the same cycle: a late rank costs one uncached negotiation, not a wait.) */
+     * and keeps the deadline; one with a user's name after NAMED_HIT_GRACE_MS, so that the
+     * coordinator sees a rival under that name. (Every rank's hit on that bit then goes to full
+     * negotiation in the same cycle: a late rank costs one uncached negotiation, not a wait.) */
     if (e->hits.n) {
         for (size_t i = 0; i < e->hits.n;) {
             hvd_pend_t *h = &e->hits.v[i];
             int64_t grace = e->stall_warn_ms;
             if ((h->e->key || h->e->timeout_ms) && (grace <= 0 || grace > KEYED_HIT_GRACE_MS))
                 grace = KEYED_HIT_GRACE_MS;
+            else if ((grace <= 0 || grace > NAMED_HIT_GRACE_MS) &&
+                     now - h->since_ms >= NAMED_HIT_GRACE_MS && hvd__coord_user_name(h->e->name))
+                grace = NAMED_HIT_GRACE_MS;
             if (grace <= 0 || now - h->since_ms < grace) {
                 i++;
                 continue;
@@ -697,6 +706,41 @@ static int uniform_blocking(hvd_engine_t *e, const hvd_posted_t *p, const uint8_
         m->payload_len = (uint32_t)p->payload_len;
     }
     return 1;
+}
+
+/* The stall report's view of a missing rank: what the coordinator knows it does, and what
+ * its latest cycle message says it waits in that never reaches the coordinator: a blocking
+ * call, or operations in the response cache (its hits). */
+void hvd__engine_describe_rank(void *engine, int rank, int64_t now_ms, char *buf, size_t n) {
+    hvd_engine_t *e = engine;
+    char also[700];
+    size_t k = 0;
+    also[0] = '\0';
+    const hvd_cycle_msg_t *m = e->msgs ? &e->msgs[rank] : NULL;
+    if (m && (m->flags & HVD_CYC_BLOCKING)) {
+        char d[160];
+        hvd__sig_describe(&m->sig, d, sizeof d);
+        k += (size_t)snprintf(also, sizeof also, "the blocking call %s", d);
+    }
+    uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0;
+    int listed = 0;
+    if (m && m->hits && nbits) {
+        for (uint32_t b = next_bit(m->hits, m->nwords, 0); b < nbits && k < sizeof also;
+             b = next_bit(m->hits, m->nwords, b + 1)) {
+            const hvd_request_t *r = hvd__cache_get(e->cache, b);
+            if (!r)
+                continue;
+            if (listed == 3) {
+                snprintf(also + k, sizeof also - k, " and more");
+                break;
+            }
+            int w = snprintf(also + k, sizeof also - k, "%s%s '%s' (cached)", k ? ", " : "",
+                             hvd__neg_type_name(r->type), r->name);
+            k += w > 0 ? (size_t)w : 0;
+            listed++;
+        }
+    }
+    hvd__coord_describe_rank(e->coord, rank, now_ms, also[0] ? also : NULL, buf, n);
 }
 
 /* HVD_STALL_STACKS, rank 0: the ranks the stall warning named are asked for their stacks in

@@ -297,22 +297,6 @@ static hvd_status_t tune_create(hvd_engine_t *e) {
     return hvd__tune_create(&cfg, &initial, &e->tune);
 }
 
-/* The stall report's view of a missing rank: what the coordinator knows it does, and the
- * blocking call its latest cycle message says it waits in (those never reach the
- * coordinator). */
-static void describe_rank(void *engine, int rank, int64_t now_ms, char *buf, size_t n) {
-    hvd_engine_t *e = engine;
-    char call[200];
-    const char *blocking = NULL;
-    if (e->msgs && (e->msgs[rank].flags & HVD_CYC_BLOCKING)) {
-        char d[160];
-        hvd__sig_describe(&e->msgs[rank].sig, d, sizeof d);
-        snprintf(call, sizeof call, "the blocking call %s", d);
-        blocking = call;
-    }
-    hvd__coord_describe_rank(e->coord, rank, now_ms, blocking, buf, n);
-}
-
 hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
     const hvd_params_t *pa = &ctx->params;
     hvd_engine_t *e = calloc(1, sizeof *e);
@@ -358,7 +342,7 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
                                pa->stall_shutdown_time_seconds, &e->stall);
         if (st == HVD_OK) {
             hvd__stall_set_members(e->stall, pset_member, ctx);
-            hvd__stall_set_describer(e->stall, describe_rank, e);
+            hvd__stall_set_describer(e->stall, hvd__engine_describe_rank, e);
         }
     }
     e->msgs = calloc((size_t)p, sizeof *e->msgs);

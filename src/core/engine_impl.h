@@ -175,6 +175,9 @@ void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int
 /* Whether the engine has failed; its first failure as this thread's error. */
 int hvd__engine_is_dead(hvd_engine_t *e);
 hvd_status_t hvd__engine_dead_error(hvd_engine_t *e);
+/* The stall report's view of a missing rank (an hvd_stall_describe_fn; engine: the engine). */
+void hvd__engine_describe_rank(void *engine, int rank, int64_t now_ms, char *buf, size_t n);
+
 /* The coarse clock (deadlines, stall warnings; the fine one is hvd__clock_now_us). */
 int64_t hvd__engine_now_ms(void);
 /* Grow *buf (contents kept) to at least need bytes: the engine's reused buffers. */

@@ -58,17 +58,30 @@ def test_rank_leaving_before_init_fails_the_others_at_once(tmp_path):
         assert "rank 1 (host " in message and "exited with status 0 before hvd_init" in message
 
 
-def test_stall_names_the_missing_rank_what_it_does_and_its_stack_then_shuts_down(tmp_path):
+def test_mismatch_at_once_then_stall_names_the_missing_rank_its_work_and_stack_then_shutdown(
+        tmp_path):
     script = os.path.join(SOURCE, "tests/python/jobs/stall_job.py")
     r = run(["-np", "2", sys.executable, script, str(tmp_path)], timeout=120,
             HOROVOD_STALL_CHECK_TIME_SECONDS="1", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="3",
             HVD_STALL_STACKS="1")
     out = r.stdout + r.stderr
     pid1 = (tmp_path / "pid1").read_text()
+    # 0. one name, two operations: both ranks fail within the grace (1 s, plus 1 s for a name
+    # in the response cache), each side named
+    for name, most in (("x", 1.9), ("y", 2.9)):
+        for rank in range(2):
+            kind, took, text = (tmp_path / f"mismatch_{name}{rank}").read_text().split("\n", 2)
+            assert kind == "HorovodInternalError", (kind, text)
+            assert 0.9 < float(took) < most, (name, rank, took)
+            assert text == (f"Mismatched operations under the name '{name}': rank 0 (host "
+                            f"localhost) asked for ALLREDUCE 'allreduce.{name}' (float32 [3], "
+                            f"average), but rank 1 (host localhost) asked for BROADCAST "
+                            f"'broadcast.{name}' (float32 [3], root 0). Every rank must submit "
+                            f"the same operation under a name."), text
     # 1. the warning names rank 1, its pid, that it runs its own code, and its last operation
     assert re.search(r"\[0\]<stderr>:1 \(host [^,]+, missing for \d+ s\): \[allreduce\.late\]; "
                      rf"pid {pid1}, waits in no operation \(it runs its own code, or has left the "
-                     r"training loop\); its last, 'allreduce\.warm', ended [\d.]+ s ago", out), out
+                     r"training loop\); its last, 'allreduce\.y', ended [\d.]+ s ago", out), out
     # ... and rank 1 printed where it is: its Python stack
     assert re.search(r"\[1\]<stderr>:.*in sleeping_in_user_code", out), out
     # 2. the shutdown time ends the job, rank 0's allreduce raising with the stall's report

@@ -366,6 +366,73 @@ static void test_key_mismatch_fails_both_at_once(void **state) {
     hvd__coord_destroy(c);
 }
 
+/* Rivals (hvd__coord_user_name): one user's name under two operations, the ranks apart on
+ * it for the grace time, fails both names, each side named; ranks that submit both in
+ * different orders, or that are only late, do not. */
+static void test_one_name_two_operations(void **state) {
+    (void)state;
+    assert_string_equal(hvd__coord_user_name("allreduce.grad.w"), "grad.w");
+    assert_string_equal(hvd__coord_user_name("broadcast.noname.3"), "noname.3");
+    assert_null(hvd__coord_user_name("allreduce."));
+    assert_null(hvd__coord_user_name("dist.0:all_reduce(float32[4], SUM)#1"));
+    assert_null(hvd__coord_user_name("grad"));
+    hvd_coord_t *c;
+    assert_int_equal(hvd__coord_create(2, &c), HVD_OK);
+    static const char *const hosts[] = {"h0", "h1"};
+    hvd__coord_set_hosts(c, hosts, NULL);
+    hvd__coord_set_now(c, 1000);
+    hvd_response_list_t out = {0};
+    /* x: rank 0 allreduces, rank 1 broadcasts */
+    hvd_request_t ax0 = keyed("allreduce.x", 0, HVD_REQ_ALLREDUCE, NULL, 0);
+    hvd_request_t bx1 = keyed("broadcast.x", 1, HVD_REQ_BROADCAST, NULL, 0);
+    /* y: both ranks submit both, in different orders */
+    hvd_request_t ay0 = keyed("allreduce.y", 0, HVD_REQ_ALLREDUCE, NULL, 0);
+    hvd_request_t by1 = keyed("broadcast.y", 1, HVD_REQ_BROADCAST, NULL, 0);
+    /* z: rank 0 submits both, rank 1 is late with one */
+    hvd_request_t az0 = keyed("allreduce.z", 0, HVD_REQ_ALLREDUCE, NULL, 0);
+    hvd_request_t bz0 = keyed("broadcast.z", 0, HVD_REQ_BROADCAST, NULL, 0);
+    hvd_request_t bz1 = keyed("broadcast.z", 1, HVD_REQ_BROADCAST, NULL, 0);
+    hvd_request_t *first[] = {&ax0, &bx1, &ay0, &by1, &az0, &bz0};
+    for (size_t i = 0; i < sizeof first / sizeof first[0]; i++)
+        assert_int_equal(hvd__coord_add(c, first[i]), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 0);
+    assert_false(hvd__coord_due(c, 1999));
+    hvd__coord_set_now(c, 1500);
+    hvd_request_t by0 = keyed("broadcast.y", 0, HVD_REQ_BROADCAST, NULL, 0);
+    hvd_request_t ay1 = keyed("allreduce.y", 1, HVD_REQ_ALLREDUCE, NULL, 0);
+    assert_int_equal(hvd__coord_add(c, &by0), HVD_OK);
+    assert_int_equal(hvd__coord_add(c, &ay1), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2); /* y's two, not failures */
+    for (int i = 0; i < 2; i++)
+        assert_int_not_equal(out.items[i].type, HVD_RESP_ERROR);
+    hvd__neg_responses_fini(&out);
+    assert_true(hvd__coord_due(c, 2000));
+    hvd__coord_set_now(c, 2000);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 2); /* x's two, failed; z waits on */
+    for (int i = 0; i < 2; i++) {
+        hvd_response_t *r = &out.items[i];
+        assert_int_equal(r->type, HVD_RESP_ERROR);
+        assert_int_equal(r->status, HVD_NEG_FAIL_MISMATCH);
+        assert_non_null(strstr(r->error, "Mismatched operations under the name 'x': rank 0 "
+                                         "(host h0) asked for ALLREDUCE 'allreduce.x' (float32 "
+                                         "[4], sum), but rank 1 (host h1) asked for BROADCAST "
+                                         "'broadcast.x' (float32 [4], root 0)."));
+    }
+    hvd__neg_responses_fini(&out);
+    assert_false(hvd__coord_due(c, 5000)); /* z: not apart, no longer rivals */
+    assert_int_equal(hvd__coord_add(c, &bz1), HVD_OK);
+    assert_int_equal(hvd__coord_take_ready(c, &out), HVD_OK);
+    assert_int_equal(out.count, 1);
+    assert_string_equal(out.items[0].names[0], "broadcast.z");
+    assert_int_not_equal(out.items[0].type, HVD_RESP_ERROR);
+    hvd__neg_responses_fini(&out);
+    assert_int_equal(hvd__coord_pending(c), 1); /* allreduce.z waits for rank 1 */
+    hvd__coord_destroy(c);
+}
+
 static void test_deadline_names_the_missing_ranks(void **state) {
     (void)state;
     hvd_coord_t *c;
@@ -419,6 +486,7 @@ static void test_deadline_names_the_missing_ranks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_mismatch_fails_both_at_once),
+        cmocka_unit_test(test_one_name_two_operations),
         cmocka_unit_test(test_deadline_names_the_missing_ranks),
         cmocka_unit_test(test_p2p_pairs),
         cmocka_unit_test(test_p2p_join),

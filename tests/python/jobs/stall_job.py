@@ -4,6 +4,10 @@ HVD_STALL_STACKS=1:
 
     stall_job.py OUT_DIR
 
+0. Mismatch: under the name "x" rank 0 allreduces while rank 1 broadcasts; then under "y",
+   which both ranks have allreduced once (so that rank 0's is a response-cache hit), the
+   same. Each rank records the exception's type, the seconds it took, and its message in
+   OUT_DIR/mismatch_<name><rank>.
 1. Late: rank 1 spends 2.5 s in its own code (sleeping_in_user_code) while rank 0 waits in
    allreduce "late": rank 0's stall warnings name rank 1, its pid and that it runs its own
    code; rank 1 prints its Python stack. Then both finish "late".
@@ -27,6 +31,26 @@ rank = hvd.rank()
 with open(os.path.join(out_dir, f"pid{rank}"), "w") as f:
     f.write(str(os.getpid()))
 hvd.allreduce(torch.ones(3), name="warm")
+
+
+def mismatch(name):
+    t = torch.ones(3)
+    start = time.monotonic()
+    try:
+        if rank == 0:
+            hvd.allreduce(t, name=name)
+        else:
+            hvd.broadcast(t, 0, name=name)
+        text = "None\n0\nno error"
+    except Exception as e:  # (what a Horovod user catches: the type is recorded)
+        text = f"{type(e).__name__}\n{time.monotonic() - start:.2f}\n{e}"
+    with open(os.path.join(out_dir, f"mismatch_{name}{rank}"), "w") as f:
+        f.write(text)
+
+
+mismatch("x")
+hvd.allreduce(torch.ones(3), name="y")
+mismatch("y")
 
 
 def sleeping_in_user_code(seconds):
