@@ -35,6 +35,7 @@ packages=(
   libcmocka-dev                      # unit tests
   procps psmisc curl                 # ps/pgrep and a stranger's HTTP client in the end-to-end tests
   iproute2                           # ss (find a worker's data port) and ip netns
+  iptables                           # tests/netns: a filtered port, a dropped link
   openssh-server openssh-client      # tests/netns: an sshd per namespace "host", ssh into it
   iputils-ping                       # tests/netns: reachability checks between namespaces
   strace                             # tests/netns: records a request to replay it at the driver

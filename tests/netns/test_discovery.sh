@@ -14,6 +14,10 @@
 #      service (2,000 each under ASan), during discovery: nothing served, short log, < 1 MiB
 #      memory growth, job runs
 #   6. the cache: a second identical launch skips the ssh check and discovery
+#   7. --check-network: every pair of hosts on each interface, a matrix with each failure's
+#      cause (h3, without eth1, has no route to the others'); with h2's eth1 dropped and h3's
+#      task port filtered for h1 and refused to h2, each failure named with its cause, and
+#      the check fails
 # Exit 0 pass, 1 fail, 77 skip (not root, no ip netns or sshd).
 # shellcheck disable=SC2016  # commands for the ranks are single-quoted on purpose
 set -euo pipefail
@@ -299,3 +303,39 @@ run_on_h1 --verbose -np 3 -H h1:1,h2:1,h3:1 sh -c "$report"
 [[ "$OUT" == *"[2]<stdout>:2 iface=eth0 nccl=eth0 addr=10.77.0.1"* ]] || fail "cache: env: $OUT"
 [[ "$(stat -c %a "$HOME/.horovod")" == 700 ]] || fail "cache: directory mode $(stat -c %a "$HOME/.horovod")"
 ok "second launch uses the cached ssh check and discovery (cache dir mode 700)"
+
+# 7. the network check ----------------------------------------------------------------------------
+command -v iptables >/dev/null || fail "iptables is not installed (scripts/install-deps.sh installs it)"
+run_on_h1 --check-network -H h1:1,h2:1
+((RC == 0)) || fail "check (h1+h2): exit $RC: $OUT $ERR"
+grep -Eq '^  h1 +- +ok$' <<<"$OUT" && grep -Eq '^  h2 +ok +-$' <<<"$OUT" ||
+  fail "check (h1+h2): the matrix: $OUT"
+[[ "$OUT" == *"Interfaces that work on every link: eth0 eth1"* && "$OUT" != *Failures* ]] ||
+  fail "check (h1+h2): $OUT"
+# h3 has no eth1: it has no route to the others' (which fails no link: eth0 works on all)
+run_on_h1 --check-network -H h1:1,h2:1,h3:1
+((RC == 0)) || fail "check (h1+h2+h3): exit $RC: $OUT $ERR"
+grep -Eq '^  h1 +- +ok +ok$' <<<"$OUT" && grep -Eq '^  h3 +1 of 2 +1 of 2 +-$' <<<"$OUT" ||
+  fail "check (h1+h2+h3): the matrix: $OUT"
+[[ "$OUT" == *"h3 -> h1: eth1 10.78.0.1 no route"* && "$OUT" == *"Failures (2 of 6 links):"* ]] &&
+  grep -q '^Interfaces that work on every link: eth0$' <<<"$OUT" || fail "check (h1+h2+h3): $OUT"
+ok "--check-network: h1+h2 every link ok on eth0 and eth1; with h3, its missing eth1 named (no route), eth0 common"
+# faults: h2's eth1 link drops everything; h3 drops new connections from h1 to its ephemeral
+# ports (its task service's: the port filtered) and refuses h2's with a reset; h3 still has
+# no route to eth1. (h1 still reaches every host's sshd, and every host h1's driver on eth0.)
+on h2 iptables -A INPUT -i eth1 -j DROP
+on h3 iptables -A INPUT -s 10.77.0.1 -p tcp --syn --dport 32768:60999 -j DROP
+on h3 iptables -A INPUT -s 10.77.0.2 -p tcp --syn --dport 32768:60999 -j REJECT --reject-with tcp-reset
+t0=$SECONDS
+run_on_h1 --check-network -H h1:1,h2:1,h3:1
+took=$((SECONDS - t0))
+((RC == 1)) || fail "check (faults): exit $RC, not 1: $OUT $ERR"
+grep -Eq '^  h1 +- +1 of 2 +FAIL$' <<<"$OUT" && grep -Eq '^  h2 +1 of 2 +- +FAIL$' <<<"$OUT" &&
+  grep -Eq '^  h3 +1 of 2 +1 of 2 +-$' <<<"$OUT" || fail "check (faults): the matrix: $OUT"
+for want in "h1 -> h2: eth1 10.78.0.2 timed out" "h2 -> h1: eth1 10.78.0.1 timed out" \
+  "h1 -> h3: eth0 10.77.0.3 timed out" "h2 -> h3: eth0 10.77.0.3 refused" \
+  "h3 -> h2: eth1 10.78.0.2 no route" \
+  "Failures (6 of 6 links):" "Interfaces that work on every link: none"; do
+  [[ "$OUT" == *"$want"* ]] || fail "check (faults): no '$want' in: $OUT"
+done
+ok "--check-network names the dropped link, the filtered port, the refusal and the missing route (in $took s)"

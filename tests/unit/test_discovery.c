@@ -768,6 +768,43 @@ static void test_messages(void **state) {
     hvd_disc_report_t rgot;
     assert_int_equal(hvd__disc_report_decode(buf, len, &rgot), HVD_ERR_PROTOCOL);
     assert_non_null(strstr(hvd_last_error(), "65535 entries"));
+    /* the network check's failed addresses, with their causes: round trip; a cause this
+     * version does not know, an empty list, or a cut one, refused */
+    hvd_disc_report_t *fr = calloc(1, sizeof *fr), *fback = calloc(1, sizeof *fback);
+    fr->from = 0;
+    fr->to = 1;
+    fr->reached.count = 1;
+    snprintf(fr->reached.items[0].name, sizeof fr->reached.items[0].name, "eth0");
+    snprintf(fr->reached.items[0].addr, sizeof fr->reached.items[0].addr, "10.0.0.2");
+    fr->failed_count = 2;
+    snprintf(fr->failed[0].where.name, sizeof fr->failed[0].where.name, "eth1");
+    snprintf(fr->failed[0].where.addr, sizeof fr->failed[0].where.addr, "10.1.0.2");
+    fr->failed[0].cause = HVD_DISC_CAUSE_TIMEOUT;
+    snprintf(fr->failed[0].detail, sizeof fr->failed[0].detail, "timed out connecting");
+    snprintf(fr->failed[1].where.name, sizeof fr->failed[1].where.name, "ib0");
+    snprintf(fr->failed[1].where.addr, sizeof fr->failed[1].where.addr, "10.2.0.2");
+    fr->failed[1].cause = HVD_DISC_CAUSE_SECRET;
+    assert_int_equal(hvd__disc_report_encode(fr, buf, sizeof buf, &len), HVD_OK);
+    assert_int_equal(hvd__disc_report_decode(buf, len, fback), HVD_OK);
+    assert_int_equal(fback->failed_count, 2);
+    assert_string_equal(fback->failed[0].where.addr, "10.1.0.2");
+    assert_int_equal(fback->failed[0].cause, HVD_DISC_CAUSE_TIMEOUT);
+    assert_string_equal(fback->failed[0].detail, "timed out connecting");
+    assert_string_equal(hvd__disc_cause_name(fback->failed[1].cause), "wrong secret");
+    assert_string_equal(hvd__disc_cause_name(HVD_DISC_CAUSE_REFUSED), "refused");
+    assert_string_equal(hvd__disc_cause_name(HVD_DISC_CAUSE_NO_ROUTE), "no route");
+    for (size_t cut = len - 8; cut < len; cut++)
+        assert_int_equal(hvd__disc_report_decode(buf, cut, fback), HVD_ERR_PROTOCOL);
+    buf[len - 3] = HVD_DISC_CAUSE_MAX + 1; /* (the last failure's cause, then its empty detail) */
+    assert_int_equal(hvd__disc_report_decode(buf, len, fback), HVD_ERR_PROTOCOL);
+    assert_non_null(strstr(hvd_last_error(), "unknown cause"));
+    fr->failed_count = 0;
+    assert_int_equal(hvd__disc_report_encode(fr, buf, sizeof buf, &len), HVD_OK);
+    buf[len++] = 0; /* an empty failed list: written by no encoder */
+    buf[len++] = 0;
+    assert_int_equal(hvd__disc_report_decode(buf, len, fback), HVD_ERR_PROTOCOL);
+    free(fr);
+    free(fback);
     free(m);
     free(got);
 
@@ -793,6 +830,22 @@ static void test_messages(void **state) {
     assert_memory_equal(back->secret.bytes, secret.bytes, HVD_SECRET_LEN);
     assert_int_equal(back->index, 1);
     assert_string_equal(back->nics[0], "10.0.0.0/8");
+    assert_int_equal(back->flags, 0);
+    /* the network check's flag travels; unknown flags are refused */
+    in->flags = HVD_DISC_FLAG_MESH;
+    hvd__disc_input_free(blob, len);
+    assert_int_equal(hvd__disc_input_encode(in, &blob, &len), HVD_OK);
+    assert_int_equal(hvd__disc_input_body_decode(blob + HVD_DISC_INPUT_HEAD_LEN,
+                                                 len - HVD_DISC_INPUT_HEAD_LEN, back),
+                     HVD_OK);
+    assert_int_equal(back->flags, HVD_DISC_FLAG_MESH);
+    blob[len - 2] = 0x02;
+    assert_int_equal(hvd__disc_input_body_decode(blob + HVD_DISC_INPUT_HEAD_LEN,
+                                                 len - HVD_DISC_INPUT_HEAD_LEN, back),
+                     HVD_ERR_PROTOCOL);
+    in->flags = 0;
+    hvd__disc_input_free(blob, len);
+    assert_int_equal(hvd__disc_input_encode(in, &blob, &len), HVD_OK);
     blob[4] = 3;
     assert_int_equal(hvd__disc_input_head_decode(blob, &body), HVD_ERR_PROTOCOL);
     assert_non_null(strstr(hvd_last_error(), "version 3"));

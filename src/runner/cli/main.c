@@ -403,6 +403,80 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     return st;
 }
 
+/* The ranks a launch places: -np, or with --check-network and no -np every slot of the
+ * hosts (so that every host is checked). */
+static int check_np(const hvd_settings_t *s, const hvd_host_list_t *hosts) {
+    if (s->num_proc > 0 || !s->check_network)
+        return s->num_proc;
+    long long total = 0;
+    for (size_t i = 0; i < hosts->count; i++)
+        total += hosts->hosts[i].slots;
+    return total < 1 ? 1 : total > 1 << 20 ? 1 << 20 : (int)total;
+}
+
+/* --check-network: start the task service on every host of the plan (over ssh or srun where
+ * remote), let each probe every other on each address that passes the interface filter, and
+ * print the matrix (runner/discovery/discovery.h) with the cause of each failure. 0 when some
+ * interface works on every link, EXIT_LAUNCH otherwise. */
+static int check_network(const hvd_settings_t *s, const hvd_slot_plan_t *plan, int via_srun) {
+    hvd_netif_t *ifs = NULL;
+    size_t nifs = 0;
+    job_hosts_t jh = {0};
+    hvd_status_t st = hvd__netif_list(&ifs, &nifs);
+    if (st == HVD_OK)
+        st = job_hosts_init(plan, ifs, nifs, s->verbose, &jh);
+    free(ifs);
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        return EXIT_LAUNCH;
+    }
+    if (jh.count < 2) {
+        printf("Network check: the job has one host (%s), so no link to check.\n",
+               jh.count ? jh.names[0] : "?");
+        job_hosts_fini(&jh);
+        return 0;
+    }
+    char exe[4096] = "";
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0)
+        exe[len] = '\0';
+    hvd_ssh_opts_t ssh = {.port = s->ssh_port,
+                          .identity = s->ssh_identity_file,
+                          .connect_timeout_s = s->start_timeout,
+                          .srun = via_srun};
+    hvd_secret_t secret;
+    st = hvd__secret_generate(&secret);
+    hvd_disc_result_t r = {0};
+    if (st == HVD_OK) {
+        hvd_nic_discovery_config_t dc = {.hosts = jh.names,
+                                         .remote = jh.remote,
+                                         .count = jh.count,
+                                         .ssh = &ssh,
+                                         .exe = exe,
+                                         .secret = &secret,
+                                         .nics = (const char *const *)s->nics,
+                                         .nic_count = s->nic_count,
+                                         .timeout_s = s->start_timeout,
+                                         .verbose = s->verbose,
+                                         .out_fd = STDOUT_FILENO,
+                                         .err_fd = STDERR_FILENO,
+                                         .ssh_check = 1,
+                                         .mesh = 1};
+        fflush(stdout);
+        st = hvd__nic_discovery_run(&dc, &r);
+        hvd__disc_result_fini(&r);
+    }
+    hvd__secret_wipe(&secret);
+    job_hosts_fini(&jh);
+    if (st == HVD_ERR_NOT_FOUND) /* (the matrix above says why) */
+        return EXIT_LAUNCH;
+    if (st != HVD_OK) {
+        fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
+        return EXIT_LAUNCH;
+    }
+    return 0;
+}
+
 /* The ranks' HOROVOD_GLOO_TIMEOUT_SECONDS: what horovodrun exports to them (a flag or the
  * config file), else its own environment's (which they inherit). */
 static int job_timeout_s(const hvd_settings_t *s, const hvd_env_list_t *exports) {
@@ -654,8 +728,10 @@ int main(int argc, char **argv) {
                     code = run_job(&s, &hosts, &plan, from_slurm);
             }
         } else if (load_hosts(&s, &hosts, &from_slurm) != HVD_OK ||
-                   hvd__slot_plan_create(&hosts, s.num_proc, &plan) != HVD_OK) {
+                   hvd__slot_plan_create(&hosts, check_np(&s, &hosts), &plan) != HVD_OK) {
             code = usage_error();
+        } else if (s.check_network) {
+            code = check_network(&s, &plan, from_slurm);
         } else if (s.dry_run) {
             for (size_t i = 0; i < plan.count; i++) {
                 char line[512];

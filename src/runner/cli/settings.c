@@ -64,6 +64,7 @@ typedef enum {
     D_DISCOVERY,
     D_CONTROLLER,
     D_DRY_RUN,
+    D_CHECK_NETWORK,
     D_HELP,
     D_HELP_ENV,
     D_COUNT
@@ -153,6 +154,7 @@ static const option_t options[] = {
     {{"--mpi"}, D_CONTROLLER, K_CTRL, HVD_CONTROLLER_MPI, NULL},
     {{"--jsrun"}, D_CONTROLLER, K_CTRL, HVD_CONTROLLER_JSRUN, NULL},
     {{"--dry-run"}, D_DRY_RUN, K_TRUE, 0, NULL},
+    {{"--check-network"}, D_CHECK_NETWORK, K_TRUE, 0, NULL},
     {{"-h", "--help"}, D_HELP, K_TRUE, 0, NULL},
     {{"--help-env"}, D_HELP_ENV, K_TRUE, 0, NULL},
 };
@@ -811,6 +813,12 @@ static hvd_status_t check_run(state_t *s, const hvd_settings_t *r) {
     st = validate(s);
     if (st != HVD_OK)
         return st;
+    /* the network check needs hosts only (-np, when given, picks them as a launch would) */
+    if (s->given[D_CHECK_NETWORK])
+        return s->given[D_DISCOVERY] ? hvd__error_set(HVD_ERR_INVALID_ARG,
+                                                      "--check-network checks the hosts of -H or "
+                                                      "--hostfile, not a discovery script's")
+                                     : HVD_OK;
     /* with a discovery script the hosts, not -np, say how many ranks there are */
     if (!s->set[D_NP] && !s->given[D_DISCOVERY])
         return hvd__error_set(HVD_ERR_INVALID_ARG,
@@ -829,6 +837,7 @@ static void fill_settings(const state_t *s, const hvd_params_t *env, hvd_setting
     r->show_version = s->given[D_VERSION];
     r->show_check_build = s->given[D_CHECK_BUILD];
     r->dry_run = s->given[D_DRY_RUN];
+    r->check_network = s->given[D_CHECK_NETWORK];
     r->num_proc = -1; /* print-and-exit modes, or elastic without -np and --min-np */
     if (s->set[D_NP])
         r->num_proc = (int)s->ival[D_NP];

@@ -37,6 +37,7 @@ typedef struct {
     int show_version;     /* -v, --version */
     int show_check_build; /* -cb, --check-build */
     int dry_run;          /* --dry-run: print the slot plan, one line per rank, and exit */
+    int check_network;    /* --check-network: probe every pair of hosts, print the matrix, exit */
 
     /* Job shape. At most one of hosts, hostfile and discovery_script is set; with none the
      * job runs on localhost:<num_proc>. */

@@ -25,13 +25,17 @@ typedef struct {
     hvd_disc_register_t *reg; /* NULL until the task registers */
     char seen_addr[16];       /* source address of its REGISTER */
     char seen_iface[HVD_DISC_IFACE_MAX];
-    hvd_disc_addrs_t *reached; /* what it reached of its successor; NULL until it reports */
-    int done;                  /* it was told DONE */
+    hvd_disc_addrs_t *reached; /* what it reached of its successor; NULL until it reports
+                                * (the check: set, empty, once every link is in) */
+    hvd_disc_report_t **links; /* the check: its report on each other task; NULL until in */
+    size_t nlinks;
+    int done; /* it was told DONE */
 } task_t;
 
 struct hvd_driver {
     hvd_secret_t secret;
     size_t n;
+    int mesh; /* the network check */
     char **hosts;
     hvd_nic_filter_t filter;
     int timeout_s;
@@ -187,7 +191,11 @@ static hvd_status_t on_report(hvd_driver_t *d, const uint8_t *body, size_t len, 
     if (!r)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     hvd_status_t st = hvd__disc_report_decode(body, len, r);
-    if (st == HVD_OK && (r->from >= d->n || r->to != (r->from + 1) % d->n))
+    if (st == HVD_OK && d->mesh && (r->from >= d->n || r->to >= d->n || r->to == r->from))
+        st = hvd__error_set(HVD_ERR_INVALID_ARG,
+                            "REPORT from task %u about task %u: not a link between %zu hosts",
+                            r->from, r->to, d->n);
+    else if (st == HVD_OK && !d->mesh && (r->from >= d->n || r->to != (r->from + 1) % d->n))
         st = hvd__error_set(HVD_ERR_INVALID_ARG,
                             "REPORT from task %u about task %u: not a link of the ring of %zu",
                             r->from, r->to, d->n);
@@ -197,6 +205,21 @@ static hvd_status_t on_report(hvd_driver_t *d, const uint8_t *body, size_t len, 
     }
     pthread_mutex_lock(&d->lock);
     task_t *t = &d->tasks[r->from];
+    if (d->mesh) {
+        if (!t->links[r->to]) { /* (a repeated report changes nothing: requests are retried) */
+            t->links[r->to] = r;
+            r = NULL;
+            if (++t->nlinks == d->n - 1 && (t->reached = calloc(1, sizeof *t->reached)))
+                d->reported++;
+        }
+        if (t->nlinks == d->n - 1 && !t->reached)
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+        pthread_cond_broadcast(&d->cond);
+        pthread_mutex_unlock(&d->lock);
+        free(r);
+        *rt = HVD_SVC_ACK;
+        return st;
+    }
     if (!t->reached) {
         t->reached = malloc(sizeof *t->reached);
         if (t->reached)
@@ -261,6 +284,9 @@ static void driver_free(hvd_driver_t *d) {
     for (size_t i = 0; d->tasks && i < d->n; i++) {
         free(d->tasks[i].reg);
         free(d->tasks[i].reached);
+        for (size_t j = 0; d->tasks[i].links && j < d->n; j++)
+            free(d->tasks[i].links[j]);
+        free(d->tasks[i].links);
     }
     free(d->tasks);
     for (size_t i = 0; d->hosts && i < d->n; i++)
@@ -274,7 +300,7 @@ static void driver_free(hvd_driver_t *d) {
 
 hvd_status_t hvd__driver_start(const hvd_driver_config_t *cfg, hvd_driver_t **driver_p) {
     if (!cfg->secret || cfg->host_count == 0 || cfg->host_count > HVD_DISC_MAX_HOSTS ||
-        cfg->timeout_s <= 0)
+        cfg->timeout_s <= 0 || (cfg->mesh && cfg->host_count < 2))
         return hvd__error_set(HVD_ERR_INVALID_ARG,
                               "NIC discovery needs the job secret, 1 to %d hosts and a positive "
                               "timeout",
@@ -290,11 +316,18 @@ hvd_status_t hvd__driver_start(const hvd_driver_config_t *cfg, hvd_driver_t **dr
     d->filter = filter;
     d->timeout_s = cfg->timeout_s;
     d->n = cfg->host_count;
+    d->mesh = cfg->mesh;
     d->hosts = calloc(d->n, sizeof *d->hosts);
     d->tasks = calloc(d->n, sizeof *d->tasks);
     if (!d->hosts || !d->tasks) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the driver service");
         goto err_free;
+    }
+    for (size_t i = 0; i < d->n && d->mesh; i++) {
+        if (!(d->tasks[i].links = calloc(d->n, sizeof *d->tasks[i].links))) {
+            st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the driver service");
+            goto err_free;
+        }
     }
     for (size_t i = 0; i < d->n; i++) {
         if (!cfg->hosts[i] || !*cfg->hosts[i] || strlen(cfg->hosts[i]) >= HVD_DISC_HOST_MAX) {
@@ -388,6 +421,7 @@ hvd_status_t hvd__driver_task_input(const hvd_driver_t *d, size_t index, uint8_t
     for (size_t i = 0; i < d->addr_count; i++)
         snprintf(in->driver_addrs[i], sizeof in->driver_addrs[i], "%s", d->addrs[i].addr);
     in->driver_addr_count = d->addr_count;
+    in->flags = d->mesh ? HVD_DISC_FLAG_MESH : 0;
     for (size_t i = 0; i < d->filter.name_count; i++)
         snprintf(in->nics[in->nic_count++], HVD_NIC_KEY_MAX, "%s", d->filter.names[i]);
     for (size_t i = 0; i < d->filter.cidr_count; i++)
@@ -444,6 +478,9 @@ static hvd_status_t timeout_error(hvd_driver_t *d) {
         if (starting)
             text_add(&t, "%s%s (index %zu) has not registered its task service", listed ? "; " : "",
                      host_of(d, i), i);
+        else if (d->mesh)
+            text_add(&t, "%s%s (index %zu) has reported %zu of its probes of the %zu other hosts",
+                     listed ? "; " : "", host_of(d, i), i, d->tasks[i].nlinks, d->n - 1);
         else
             text_add(&t, "%s%s (index %zu) has not reported its probe of %s (index %zu)",
                      listed ? "; " : "", host_of(d, i), i, host_of(d, j), j);
@@ -593,6 +630,87 @@ static hvd_status_t compute_result(hvd_driver_t *d, hvd_disc_result_t *r) {
     return HVD_OK;
 }
 
+/* The check's cell for the link i -> j: "ok", "k of n" addresses, or "FAIL". */
+static void mesh_cell(const hvd_driver_t *d, size_t i, size_t j, char *out, size_t n) {
+    const hvd_disc_report_t *r = d->tasks[i].links[j];
+    size_t all = r ? r->reached.count + r->failed_count : 0;
+    if (i == j || !r)
+        snprintf(out, n, "-");
+    else if (all == 0)
+        snprintf(out, n, "none");
+    else if (r->failed_count == 0)
+        snprintf(out, n, "ok");
+    else if (r->reached.count == 0)
+        snprintf(out, n, "FAIL");
+    else
+        snprintf(out, n, "%zu of %zu", r->reached.count, all);
+}
+
+/* The network check's result (called locked, every link in): the matrix (rows probe columns),
+ * each failed address with its cause, and the interface keys reached on every link. */
+static hvd_status_t mesh_result(hvd_driver_t *d, hvd_disc_result_t *res) {
+    memset(res, 0, sizeof *res);
+    text_t t = {0};
+    char filter[256], cell[48];
+    hvd__nic_filter_format(&d->filter, filter, sizeof filter);
+    size_t w = 8;
+    for (size_t i = 0; i < d->n; i++)
+        w = strlen(host_of(d, i)) + 2 > w ? strlen(host_of(d, i)) + 2 : w;
+    text_add(&t,
+             "Network check of %zu hosts: each host probed every other host's task service on "
+             "each of its addresses but loopback (interface filter: %s). Rows probed "
+             "columns:\n%*s",
+             d->n, filter, (int)w + 2, "");
+    for (size_t j = 0; j < d->n; j++) /* (the last column unpadded) */
+        text_add(&t, "%-*s", j + 1 < d->n ? (int)w : 0, host_of(d, j));
+    size_t failed_links = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        text_add(&t, "\n  %-*s", (int)w, host_of(d, i));
+        for (size_t j = 0; j < d->n; j++) {
+            mesh_cell(d, i, j, cell, sizeof cell);
+            text_add(&t, "%-*s", j + 1 < d->n ? (int)w : 0, cell);
+            failed_links += i != j && d->tasks[i].links[j]->failed_count > 0;
+        }
+    }
+    if (failed_links) {
+        text_add(&t, "\nFailures (%zu of %zu links):", failed_links, d->n * (d->n - 1));
+        for (size_t i = 0; i < d->n; i++) {
+            for (size_t j = 0; j < d->n; j++) {
+                const hvd_disc_report_t *r = i == j ? NULL : d->tasks[i].links[j];
+                for (size_t k = 0; r && k < r->failed_count; k++) {
+                    const hvd_disc_failure_t *f = &r->failed[k];
+                    text_add(&t, "\n  %s -> %s: %s %s %s (%s)", host_of(d, i), host_of(d, j),
+                             f->where.name, f->where.addr, hvd__disc_cause_name(f->cause),
+                             f->detail);
+                }
+            }
+        }
+    }
+    /* keys of host 0 in its order, kept when every link reached them */
+    const hvd_disc_addrs_t *first = d->tasks[0].reg ? &d->tasks[0].reg->addrs : NULL;
+    for (size_t k = 0; first && k < first->count && res->nic_count < HVD_DISC_MAX_ADDRS; k++) {
+        const char *key =
+            hvd__nic_filter_key(&d->filter, first->items[k].name, first->items[k].addr);
+        int dup = 0, everywhere = key != NULL;
+        for (size_t c = 0; key && c < res->nic_count; c++)
+            dup |= strcmp(res->nics[c], key) == 0;
+        for (size_t i = 0; i < d->n && everywhere && !dup; i++)
+            for (size_t j = 0; j < d->n && everywhere; j++)
+                everywhere =
+                    i == j || addrs_with_key(&d->filter, &d->tasks[i].links[j]->reached, key);
+        if (!dup && everywhere)
+            snprintf(res->nics[res->nic_count++], HVD_NIC_KEY_MAX, "%s", key);
+    }
+    text_add(&t, "\nInterfaces that work on every link: ");
+    for (size_t c = 0; c < res->nic_count; c++)
+        text_add(&t, "%s%s", c ? " " : "", res->nics[c]);
+    text_add(&t, "%s", res->nic_count ? "" : "none");
+    hvd_status_t st = fail_with(d, &t, res->nic_count ? HVD_OK : HVD_ERR_NOT_FOUND);
+    if (st == HVD_OK)
+        hvd__error_clear();
+    return st;
+}
+
 hvd_status_t hvd__driver_wait(hvd_driver_t *d, int64_t deadline_ms, hvd_driver_check_fn check,
                               void *arg, hvd_disc_result_t *result_p) {
     hvd_status_t st = HVD_OK;
@@ -631,7 +749,7 @@ hvd_status_t hvd__driver_wait(hvd_driver_t *d, int64_t deadline_ms, hvd_driver_c
     }
     if (st == HVD_OK) {
         hvd_disc_result_t r;
-        st = compute_result(d, &r);
+        st = d->mesh ? mesh_result(d, &r) : compute_result(d, &r);
         if (st == HVD_OK)
             *result_p = r;
         else

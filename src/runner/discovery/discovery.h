@@ -36,6 +36,12 @@ typedef struct {
     size_t nic_count;           /* 0: no filter */
     int timeout_s;              /* --start-timeout: the tasks' deadline, quoted by errors */
     const char *bind_addr;      /* NULL or "": every IPv4 address of this host */
+    /* The network check (horovodrun --check-network; 2 hosts or more): every task probes
+     * every other on each address, and hvd__driver_wait's result is the reachability matrix,
+     * in hvd__driver_message whether or not every link works (HVD_OK when an interface works
+     * on every link, HVD_ERR_NOT_FOUND when none does); the result names the interfaces that
+     * do, and no hosts. */
+    int mesh;
 } hvd_driver_config_t;
 
 typedef struct {

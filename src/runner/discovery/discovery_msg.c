@@ -139,7 +139,24 @@ hvd_status_t hvd__disc_report_encode(const hvd_disc_report_t *m, uint8_t *buf, s
     hvd__svc_enc_u32(&e, m->from);
     hvd__svc_enc_u32(&e, m->to);
     enc_addrs(&e, &m->reached);
+    if (m->failed_count > HVD_DISC_MAX_ADDRS)
+        e.overflow = 1;
+    if (m->failed_count && !e.overflow) {
+        hvd__svc_enc_u16(&e, (uint16_t)m->failed_count);
+        for (size_t i = 0; i < m->failed_count; i++) {
+            hvd__svc_enc_str(&e, m->failed[i].where.name);
+            hvd__svc_enc_str(&e, m->failed[i].where.addr);
+            hvd__svc_enc_u8(&e, m->failed[i].cause);
+            hvd__svc_enc_str(&e, m->failed[i].detail);
+        }
+    }
     return hvd__svc_enc_finish(&e, "REPORT", len_p);
+}
+
+const char *hvd__disc_cause_name(uint8_t cause) {
+    static const char *const names[] = {"failed", "refused", "no route", "timed out",
+                                        "wrong secret"};
+    return cause <= HVD_DISC_CAUSE_MAX ? names[cause] : names[0];
 }
 
 hvd_status_t hvd__disc_report_decode(const uint8_t *p, size_t len, hvd_disc_report_t *m_p) {
@@ -150,6 +167,20 @@ hvd_status_t hvd__disc_report_decode(const uint8_t *p, size_t len, hvd_disc_repo
     hvd__svc_dec_u32(&d, "from", &m.from);
     hvd__svc_dec_u32(&d, "to", &m.to);
     dec_addrs(&d, "reached addresses", &m.reached);
+    if (d.status == HVD_OK && d.off < d.len &&
+        dec_count(&d, "failed addresses", HVD_DISC_MAX_ADDRS, &m.failed_count) == HVD_OK) {
+        if (m.failed_count == 0) /* (written only when there are some: one encoding) */
+            d.status = hvd__error_set(HVD_ERR_PROTOCOL, "REPORT: an empty failed list");
+        for (size_t i = 0; i < m.failed_count && d.status == HVD_OK; i++) {
+            hvd_disc_failure_t *f = &m.failed[i];
+            hvd__svc_dec_str(&d, "interface name", f->where.name, HVD_NIC_NAME_MAX);
+            hvd__svc_dec_str(&d, "interface address", f->where.addr, sizeof f->where.addr);
+            hvd__svc_dec_u8(&d, "cause", &f->cause);
+            hvd__svc_dec_str(&d, "detail", f->detail, sizeof f->detail);
+            if (d.status == HVD_OK && f->cause > HVD_DISC_CAUSE_MAX)
+                d.status = hvd__error_set(HVD_ERR_PROTOCOL, "REPORT: unknown cause %u", f->cause);
+        }
+    }
     hvd_status_t st = hvd__svc_dec_end(&d);
     if (st == HVD_OK)
         *m_p = m;
@@ -198,6 +229,8 @@ hvd_status_t hvd__disc_input_encode(const hvd_disc_input_t *in, uint8_t **buf_p,
     hvd__svc_enc_u16(&e, (uint16_t)in->nic_count);
     for (size_t i = 0; i < in->nic_count && !e.overflow; i++)
         hvd__svc_enc_str(&e, in->nics[i]);
+    if (in->flags)
+        hvd__svc_enc_u16(&e, in->flags);
     size_t body = 0;
     hvd_status_t st = hvd__svc_enc_finish(&e, "task input", &body);
     if (st != HVD_OK) {
@@ -260,6 +293,10 @@ hvd_status_t hvd__disc_input_body_decode(const uint8_t *p, size_t len, hvd_disc_
     if (dec_count(&d, "network interfaces", HVD_NIC_FILTER_MAX, &in->nic_count) == HVD_OK)
         for (size_t i = 0; i < in->nic_count; i++)
             hvd__svc_dec_str(&d, "network interface", in->nics[i], sizeof in->nics[i]);
+    if (d.status == HVD_OK && d.off < d.len &&
+        hvd__svc_dec_u16(&d, "flags", &in->flags) == HVD_OK &&
+        (in->flags == 0 || (in->flags & ~HVD_DISC_FLAG_MESH)))
+        d.status = hvd__error_set(HVD_ERR_PROTOCOL, "task input: flags %#x", in->flags);
     hvd_status_t st = hvd__svc_dec_end(&d);
     if (st == HVD_OK && (in->n == 0 || in->n > HVD_DISC_MAX_HOSTS || in->index >= in->n))
         st = hvd__error_set(HVD_ERR_PROTOCOL, "task input: index %u of %u hosts is out of range",

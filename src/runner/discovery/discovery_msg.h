@@ -9,7 +9,9 @@
  *                              the name of that task's host) until it has registered
  *   TASK_INFO                  index u32 | host str | port u16 | addrs
  *   REPORT     task -> driver  from u32 | to u32 | addrs of task `to` that a matching PING
- *                              from task `from` reached -> ACK
+ *                              from task `from` reached [| failed: count u16 | count x
+ *                              (iface str | ipv4 str | cause u8 | detail str), only when
+ *                              some address failed] -> ACK
  *   WAIT_DONE  task -> driver  index u32 -> DONE once every report is in, else NOT_YET
  *
  * An address list is count u16 | count x (iface str | ipv4 str). Strings are u16-length
@@ -17,7 +19,8 @@
  *
  * Task input blob: magic "HVDT" | version u16 | reserved u16 | body length u32 | body, the
  * body being secret[32] | index u32 | n u32 | timeout_s u32 | host str | driver port u16 |
- * driver addresses (count u16, str each) | nics filter items (count u16, str each). It holds
+ * driver addresses (count u16, str each) | nics filter items (count u16, str each)
+ * [| flags u16, only when not 0: HVD_DISC_FLAG_*]. It holds
  * the job secret, which is why it travels on stdin (ssh carries it encrypted) and never on a
  * command line; buffers holding it are wiped before they are freed. */
 #ifndef HVD_RUNNER_DISCOVERY_MSG_H
@@ -72,10 +75,35 @@ typedef struct {
     hvd_disc_addrs_t addrs;
 } hvd_disc_task_info_t;
 
+/* Why a probe of an address failed (a REPORT's failed list). */
+enum {
+    HVD_DISC_CAUSE_OTHER = 0,    /* the detail says */
+    HVD_DISC_CAUSE_REFUSED = 1,  /* nothing listens there (connection refused) */
+    HVD_DISC_CAUSE_NO_ROUTE = 2, /* no route to the host or network */
+    HVD_DISC_CAUSE_TIMEOUT = 3,  /* no answer in time (a dropped link, a filtered port) */
+    HVD_DISC_CAUSE_SECRET = 4,   /* a service answered, but not with this job's secret */
+    HVD_DISC_CAUSE_MAX = 4
+};
+#define HVD_DISC_DETAIL_MAX 160
+
+typedef struct {
+    hvd_netif_t where; /* the address probed */
+    uint8_t cause;     /* HVD_DISC_CAUSE_* */
+    char detail[HVD_DISC_DETAIL_MAX];
+} hvd_disc_failure_t;
+
+/* "refused", "no route", "timed out", "wrong secret", or "failed" (other). */
+const char *hvd__disc_cause_name(uint8_t cause);
+
 typedef struct {
     uint32_t from, to;
     hvd_disc_addrs_t reached;
+    hvd_disc_failure_t failed[HVD_DISC_MAX_ADDRS];
+    size_t failed_count;
 } hvd_disc_report_t;
+
+/* Task input flags. */
+#define HVD_DISC_FLAG_MESH 1u /* every task probes every other (horovodrun --check-network) */
 
 typedef struct {
     hvd_secret_t secret;
@@ -86,6 +114,7 @@ typedef struct {
     size_t driver_addr_count;
     char nics[HVD_NIC_FILTER_MAX][HVD_NIC_KEY_MAX];
     size_t nic_count;
+    uint16_t flags; /* HVD_DISC_FLAG_* */
 } hvd_disc_input_t;
 
 #define HVD_DISC_INPUT_HEAD_LEN 12

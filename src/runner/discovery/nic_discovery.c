@@ -56,6 +56,18 @@ static void say(int fd, const char *fmt, ...) {
         return;
 }
 
+/* Write text whole, then a newline (say's buffer would cut a matrix of many hosts). */
+static void say_all(int fd, const char *prefix, const char *text) {
+    say(fd, "%s", prefix);
+    for (size_t off = 0, len = strlen(text); off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w <= 0 && errno != EINTR)
+            return;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    say(fd, "\n");
+}
+
 /* Keep the last TAIL_CAP bytes of what a task wrote (stdout and stderr alike). */
 static void drain(task_t *t, int *fd) {
     char buf[1024];
@@ -269,7 +281,8 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                               .host_count = cfg->count,
                               .nics = cfg->nics,
                               .nic_count = cfg->nic_count,
-                              .timeout_s = cfg->timeout_s};
+                              .timeout_s = cfg->timeout_s,
+                              .mesh = cfg->mesh};
     hvd_driver_t *d = NULL;
     hvd_status_t st = hvd__driver_start(&dc, &d);
     if (st != HVD_OK)
@@ -314,9 +327,11 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
             say(cfg->out_fd, cfg->ssh && cfg->ssh->srun
                                  ? "srun reached all the remote hosts.\n"
                                  : "SSH was successful into all the remote hosts.\n");
-        if (st != HVD_OK && st != HVD_ERR_PEER_LOST && *hvd__driver_message(d)) {
+        if (cfg->mesh && (st == HVD_OK || st == HVD_ERR_NOT_FOUND)) {
+            say_all(cfg->out_fd, "", hvd__driver_message(d));
+        } else if (st != HVD_OK && st != HVD_ERR_PEER_LOST && *hvd__driver_message(d)) {
             /* the whole matrix (the last error keeps only its first KiB) */
-            say(cfg->err_fd, "horovodrun: %s\n", hvd__driver_message(d));
+            say_all(cfg->err_fd, "horovodrun: ", hvd__driver_message(d));
             hvd__error_set(st, "NIC discovery failed (what each host reached is above)");
         }
     }
@@ -324,7 +339,7 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
     free(r.tasks);
     free(r.ending);
     hvd__driver_stop(d);
-    if (st == HVD_OK && cfg->verbose) {
+    if (st == HVD_OK && cfg->verbose && !cfg->mesh) {
         char list[1024] = "";
         size_t used = 0;
         for (size_t i = 0; i < result_p->nic_count && used < sizeof list; i++)

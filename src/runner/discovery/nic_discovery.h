@@ -44,6 +44,10 @@ typedef struct {
      * check retries it, and reported in the check's words ("ssh not successful for host H:"
      * and ssh's output to err_fd, the error "could not connect to some hosts via ssh: H"). */
     int ssh_check;
+    /* The network check (horovodrun --check-network): every host probes every other, and
+     * the matrix (discovery.h) goes to out_fd whether or not every link works; the status
+     * is HVD_ERR_NOT_FOUND when no interface works on every link. */
+    int mesh;
 } hvd_nic_discovery_config_t;
 
 /* Run discovery; *result_p on success (hvd__disc_result_fini). Statuses as

@@ -25,7 +25,10 @@
 #define POLL_MS 100           /* between NOT_YET answers */
 #define PROBE_ATTEMPTS 3      /* per address */
 #define PROBE_CONNECT_MS 5000 /* per attempt */
-#define PROBE_RETRY_MS 200    /* pause after a refused attempt */
+/* per attempt of a network check (--check-network): it should answer within a few seconds
+ * for many hosts, and a link that swallows a connection for 2 s is already broken */
+#define CHECK_CONNECT_MS 2000
+#define PROBE_RETRY_MS 200 /* pause after a refused attempt */
 /* A task waits this much longer than the driver's --start-timeout: when a host is missing,
  * the driver, which knows which host and what it has not done, must be the one to time out
  * (with the same deadline, a local task that started a moment after the driver could time
@@ -46,8 +49,10 @@ typedef struct {
     size_t own_count;
     const hvd_secret_t *secret;
     int64_t deadline_ms;
+    int connect_ms; /* per attempt; 0: PROBE_CONNECT_MS */
     /* outcome */
     int ok;
+    uint8_t cause; /* HVD_DISC_CAUSE_* when not ok */
     char why[200];
     pthread_t thread;
     int started;
@@ -65,18 +70,36 @@ static int source_matches(const probe_t *p, const char *source) {
     return 0;
 }
 
+/* Why a probe failed, from where it failed (connecting, or the authenticated PING after) and
+ * how: the causes a network check names. */
+static uint8_t cause_of(hvd_status_t st, int connected, const char *msg) {
+    if (st == HVD_ERR_TIMEOUT)
+        return HVD_DISC_CAUSE_TIMEOUT;
+    if (!connected && st == HVD_ERR_PEER_LOST && strstr(msg, "refused"))
+        return HVD_DISC_CAUSE_REFUSED;
+    if (!connected && (strstr(msg, "No route") || strstr(msg, "unreachable")))
+        return HVD_DISC_CAUSE_NO_ROUTE;
+    /* A service that closes the connection on this job's authenticated request, or answers
+     * with a MAC this job's secret does not verify, holds another secret. */
+    if (connected && (st == HVD_ERR_PEER_LOST || strstr(msg, "rejected")))
+        return HVD_DISC_CAUSE_SECRET;
+    return HVD_DISC_CAUSE_OTHER;
+}
+
 static void *probe_main(void *arg) {
     probe_t *p = arg;
     for (int attempt = 0; attempt < PROBE_ATTEMPTS; attempt++) {
-        int64_t deadline = hvd__clock_deadline_ms(PROBE_CONNECT_MS);
+        int64_t deadline = hvd__clock_deadline_ms(p->connect_ms ? p->connect_ms : PROBE_CONNECT_MS);
         if (deadline > p->deadline_ms)
             deadline = p->deadline_ms;
         hvd_svc_client_t *c = NULL;
         char name[HVD_SVC_NAME_MAX], source[16];
         hvd_status_t st = hvd__svc_client_open(p->addr, p->port, p->secret, deadline, &c);
+        int connected = st == HVD_OK;
         if (st == HVD_OK)
             st = hvd__svc_client_ping(c, deadline, name, source);
         hvd__svc_client_close(c);
+        p->cause = HVD_DISC_CAUSE_OTHER;
         if (st == HVD_OK) {
             if (strcmp(name, p->expect_name) != 0) {
                 snprintf(p->why, sizeof p->why, "answered by '%s', not the %s", name,
@@ -92,6 +115,7 @@ static void *probe_main(void *arg) {
             return NULL;
         }
         snprintf(p->why, sizeof p->why, "%s", hvd_last_error());
+        p->cause = cause_of(st, connected, p->why);
         /* Only a refused or reset connection is worth another try (a busy listener); a
          * wrong answer will not change, and an address that swallowed a connection attempt
          * for PROBE_CONNECT_MS is a black hole that would only delay the whole ring. */
@@ -333,25 +357,25 @@ static hvd_status_t probe_successor(task_t *t, const hvd_disc_task_info_t *info,
     return HVD_OK;
 }
 
-static hvd_status_t report_and_wait(task_t *t, uint32_t j, const hvd_disc_addrs_t *reached) {
-    hvd_disc_report_t *r = calloc(1, sizeof *r);
+static hvd_status_t send_report(task_t *t, const hvd_disc_report_t *r) {
     uint8_t *body = malloc(HVD_SVC_MAX_BODY);
-    hvd_status_t st = HVD_OK;
-    if (!r || !body) {
-        st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
-        goto out;
-    }
-    r->from = t->in.index;
-    r->to = j;
-    r->reached = *reached;
+    if (!body)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
     size_t len = 0, rlen = 0;
     uint16_t rt = 0;
-    st = hvd__disc_report_encode(r, body, HVD_SVC_MAX_BODY, &len);
+    hvd_status_t st = hvd__disc_report_encode(r, body, HVD_SVC_MAX_BODY, &len);
     if (st == HVD_OK)
         st = driver_call(t, HVD_DISC_REPORT, body, len, &rt, &rlen);
-    if (st != HVD_OK)
-        goto out;
-    st = hvd__disc_index_encode(t->in.index, body, HVD_SVC_MAX_BODY, &len);
+    free(body);
+    return st;
+}
+
+/* Poll the driver until every task has reported. */
+static hvd_status_t wait_done(task_t *t) {
+    uint8_t body[16];
+    size_t len = 0, rlen = 0;
+    uint16_t rt = 0;
+    hvd_status_t st = hvd__disc_index_encode(t->in.index, body, sizeof body, &len);
     while (st == HVD_OK) {
         st = driver_call(t, HVD_DISC_WAIT_DONE, body, len, &rt, &rlen);
         if (st != HVD_OK || rt == HVD_DISC_DONE)
@@ -367,9 +391,87 @@ static hvd_status_t report_and_wait(task_t *t, uint32_t j, const hvd_disc_addrs_
                      "timed out after %u seconds waiting for the other hosts to finish "
                      "probing (the driver has not received every report)",
                      t->in.timeout_s + BACKSTOP_S);
-out:
-    free(body);
+    return st;
+}
+
+static hvd_status_t report_and_wait(task_t *t, uint32_t j, const hvd_disc_addrs_t *reached) {
+    hvd_disc_report_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    r->from = t->in.index;
+    r->to = j;
+    r->reached = *reached;
+    hvd_status_t st = send_report(t, r);
     free(r);
+    return st == HVD_OK ? wait_done(t) : st;
+}
+
+/* The network check (HVD_DISC_FLAG_MESH): probe every other task on each of its addresses,
+ * all at once, each attempt bounded by CHECK_CONNECT_MS, and report every link, each failed
+ * address with its cause; the driver prints the matrix. Loopback addresses are left out. */
+static hvd_status_t probe_every_peer(task_t *t) {
+    uint32_t n = t->in.n, me = t->in.index;
+    hvd_disc_task_info_t *infos = calloc(n, sizeof *infos);
+    char(*expect)[HVD_SVC_NAME_MAX] = calloc(n, sizeof *expect);
+    probe_t *probes = calloc((size_t)n * HVD_DISC_MAX_ADDRS, sizeof *probes);
+    uint32_t *peer = calloc((size_t)n * HVD_DISC_MAX_ADDRS, sizeof *peer);
+    hvd_disc_report_t *r = calloc(1, sizeof *r);
+    hvd_status_t st = infos && expect && probes && peer && r
+                          ? HVD_OK
+                          : hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
+    size_t total = 0;
+    for (uint32_t j = 0; j < n && st == HVD_OK; j++) {
+        if (j == me)
+            continue;
+        st = get_successor(t, j, &infos[j]);
+        snprintf(expect[j], sizeof expect[j], "%s #%u", HVD_DISC_TASK_NAME, j);
+        for (size_t k = 0; k < infos[j].addrs.count && st == HVD_OK; k++) {
+            const hvd_netif_t *a = &infos[j].addrs.items[k];
+            if (strncmp(a->addr, "127.", 4) == 0)
+                continue; /* (a loopback address never links two hosts) */
+            probe_t *p = &probes[total];
+            p->iface = a->name;
+            p->addr = a->addr;
+            p->port = infos[j].port;
+            p->expect_name = expect[j];
+            p->secret = &t->in.secret;
+            p->deadline_ms = t->deadline_ms;
+            p->connect_ms = CHECK_CONNECT_MS;
+            peer[total++] = j;
+        }
+    }
+    if (st == HVD_OK)
+        probe_all(probes, total);
+    for (uint32_t j = 0; j < n && st == HVD_OK; j++) {
+        if (j == me)
+            continue;
+        memset(r, 0, sizeof *r);
+        r->from = me;
+        r->to = j;
+        for (size_t i = 0; i < total; i++) {
+            if (peer[i] != j)
+                continue;
+            hvd_netif_t where = {0};
+            snprintf(where.name, sizeof where.name, "%s", probes[i].iface);
+            snprintf(where.addr, sizeof where.addr, "%s", probes[i].addr);
+            if (probes[i].ok) {
+                r->reached.items[r->reached.count++] = where;
+            } else {
+                hvd_disc_failure_t *f = &r->failed[r->failed_count++];
+                f->where = where;
+                f->cause = probes[i].cause;
+                snprintf(f->detail, sizeof f->detail, "%s", probes[i].why);
+            }
+        }
+        st = send_report(t, r);
+    }
+    if (st == HVD_OK)
+        st = wait_done(t);
+    free(r);
+    free(peer);
+    free(probes);
+    free(expect);
+    free(infos);
     return st;
 }
 
@@ -420,6 +522,12 @@ static hvd_status_t run_task(task_t *t) {
     uint32_t j = (t->in.index + 1) % t->in.n;
     char why[900] = "";
     st = register_with_driver(t, hvd__svc_server_port(server), mine);
+    if (st == HVD_OK && (t->in.flags & HVD_DISC_FLAG_MESH)) {
+        /* (what this host reached is the driver's to judge: the matrix) */
+        st = probe_every_peer(t);
+        hvd__svc_server_stop(server);
+        goto out_free;
+    }
     if (st == HVD_OK)
         st = get_successor(t, j, info);
     if (st == HVD_OK)
