@@ -377,6 +377,13 @@ HVD_API hvd_status_t hvd_join(int *last_joined_rank_p);
 HVD_API hvd_status_t hvd_start_timeline(const char *path, int mark_cycles);
 HVD_API hvd_status_t hvd_stop_timeline(void);
 
+/* Straggler report (rank 0 logs it; HVD_STRAGGLER_STEPS sets it at init): every `steps` steps
+ * (a step: the first named collective comes round again), each rank's average lateness in
+ * arriving at the named collectives, behind the first rank to arrive, and the rank most
+ * often last, as a warning in the log and an instant event in the timeline. 0 stops it (it
+ * then costs nothing). Any rank may call it; rank 0's call is the one that counts. */
+HVD_API hvd_status_t hvd_report_stragglers(int steps);
+
 /* ---- Elastic training (horovodrun --elastic / --host-discovery-script) -------------------
  *
  * A job whose workers may die, or whose hosts may come and go, keeps training: the elastic

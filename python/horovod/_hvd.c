@@ -748,6 +748,16 @@ static PyObject *py_start_timeline(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_report_stragglers(PyObject *self, PyObject *args) {
+    int steps;
+    if (!PyArg_ParseTuple(args, "i", &steps))
+        return NULL;
+    hvd_status_t st = hvd_report_stragglers(steps);
+    if (st != HVD_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_stop_timeline(PyObject *self, PyObject *unused) {
     hvd_status_t st = hvd_stop_timeline();
     if (st != HVD_OK)
@@ -1022,6 +1032,7 @@ static PyMethodDef methods[] = {
     {"join", py_join, METH_NOARGS, NULL},
     {"barrier", py_barrier, METH_VARARGS, NULL},
     {"start_timeline", py_start_timeline, METH_VARARGS, NULL},
+    {"report_stragglers", py_report_stragglers, METH_VARARGS, NULL},
     {"stop_timeline", py_stop_timeline, METH_NOARGS, NULL},
     {"add_process_set", py_add_process_set, METH_O, NULL},
     {"remove_process_set", py_remove_process_set, METH_O, NULL},

@@ -54,6 +54,7 @@ static const hvd_param_def_t table[] = {
     {"HOROVOD_STALL_CHECK_DISABLE", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(stall_check_disable), "Disable the stall inspector."},
     {"HOROVOD_STALL_CHECK_TIME_SECONDS", HVD_PARAM_INT, "60", 0, IMAX, W, OFF(stall_check_time_seconds), "Seconds before a stall warning."},
     {"HVD_STALL_STACKS", HVD_PARAM_BOOL, "0", 0, 0, W, OFF(stall_stacks), "hvd: 1 makes each stall warning ask the ranks it names as missing for their stacks: a Python program prints every thread's stack to its stderr (faulthandler, on SIGUSR2, which horovod's init registers then); a program with no handler for SIGUSR2 is never signalled."},
+    {"HVD_STRAGGLER_STEPS", HVD_PARAM_INT, "0", 0, IMAX, W, OFF(straggler_steps), "hvd: every this many steps (a step: the first named collective comes round again), rank 0 logs each rank's average lateness in arriving at the collectives and the rank most often last (also in the timeline); 0 (default) never. hvd_report_stragglers (Python: hvd.report_stragglers) changes it while the job runs."},
     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", HVD_PARAM_INT, "0", 0, IMAX, W, OFF(stall_shutdown_time_seconds), "Seconds of stall before shutting down; 0 never."},
     {"HOROVOD_LOG_LEVEL", HVD_PARAM_LOGLEVEL, "warning", 0, 0, W | L, OFF(log_level), "trace, debug, info, warning, error or fatal (any case); unknown values mean warning."},
     {"HOROVOD_LOG_HIDE_TIME", HVD_PARAM_BOOL, "0", 0, 0, W | L, OFF(log_hide_time), "Omit the timestamp from log lines."},

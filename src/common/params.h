@@ -55,7 +55,8 @@ typedef struct hvd_params {
     char *timeline;
     int timeline_mark_cycles;
     int stall_check_disable, stall_check_time_seconds, stall_shutdown_time_seconds;
-    int stall_stacks; /* HVD_STALL_STACKS */
+    int stall_stacks;    /* HVD_STALL_STACKS */
+    int straggler_steps; /* HVD_STRAGGLER_STEPS */
     hvd_log_level_t log_level;
     int log_hide_time;
     char *thread_affinity;

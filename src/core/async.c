@@ -283,6 +283,18 @@ hvd_status_t hvd_start_timeline(const char *path, int mark_cycles) {
     return st;
 }
 
+hvd_status_t hvd_report_stragglers(int steps) {
+    if (steps < 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_report_stragglers: steps is %d", steps);
+    hvd_context_t *c;
+    hvd_status_t st = hvd__context_enter(&c);
+    if (st != HVD_OK)
+        return st;
+    st = hvd__engine_stragglers(c->engine, steps);
+    hvd__context_leave();
+    return st;
+}
+
 hvd_status_t hvd_stop_timeline(void) {
     hvd_context_t *c;
     hvd_status_t st = hvd__context_enter(&c);

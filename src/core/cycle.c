@@ -417,6 +417,44 @@ static void tl_agreed(hvd_engine_t *e, const char *name) {
     *o = e->tl_open[--e->tl_nopen];
 }
 
+/* Rank 0, straggler report: each rank whose cycle message holds a cached name's bit has
+ * arrived at that name (the first such cycle counts). Set bits only: a cycle's cost grows
+ * with the names pending, not with the cache. */
+static void straggler_hits(hvd_engine_t *e, uint32_t nwords) {
+    if (!e->strag || !e->cache)
+        return;
+    uint32_t nbits = hvd__cache_nbits(e->cache);
+    int64_t now_us = hvd__clock_now_us();
+    for (int k = 0; k < e->ctx->global.size; k++) {
+        const uint8_t *hits = e->msgs[k].hits;
+        for (uint32_t b = next_bit(hits, nwords, 0); b < nbits; b = next_bit(hits, nwords, b + 1)) {
+            const hvd_request_t *r = hvd__cache_get(e->cache, b);
+            if (r)
+                hvd__straggler_arrive(e->strag, r->name, k, now_us);
+        }
+    }
+}
+
+/* Rank 0, straggler report: the names agreed this cycle count in its window; a window that
+ * closes is logged, and marked in the timeline. */
+static void straggler_agreed(hvd_engine_t *e, const hvd_response_list_t *resp) {
+    if (!e->strag)
+        return;
+    char msg[2048];
+    for (uint32_t k = 0; k < resp->count; k++) {
+        const hvd_response_t *r = &resp->items[k];
+        if (r->type == HVD_RESP_ERROR || r->type == HVD_REQ_JOIN)
+            continue;
+        for (uint32_t i = 0; i < r->nnames; i++) {
+            if (!hvd__straggler_done(e->strag, r->names[i], msg, sizeof msg))
+                continue;
+            HVD_LOG_W("%s", msg);
+            if (e->tl)
+                hvd__timeline_instant(e->tl, msg);
+        }
+    }
+}
+
 static void timeline_hits(hvd_engine_t *e, uint32_t nwords, const uint8_t *common) {
     if (!e->tl || !e->cache)
         return;
@@ -475,6 +513,7 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
     hvd_response_list_t fresh = {0};
     if (st == HVD_OK && me == 0) {
         hvd__coord_set_now(e->coord, now ? now : hvd__engine_now_ms());
+        int64_t arrived_us = e->strag ? hvd__clock_now_us() : 0;
         for (int r = 0; r < p && st == HVD_OK; r++) {
             hvd_request_list_t l;
             st = hvd__neg_requests_decode(bufs[r], lens[r], &l);
@@ -496,6 +535,8 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
                 }
                 if (e->tl)
                     tl_ready(e, q->name, q->type, r);
+                if (e->strag)
+                    hvd__straggler_arrive(e->strag, q->name, r, arrived_us);
             }
             hvd__neg_requests_fini(&l);
         }
@@ -950,6 +991,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
             common[b] &= (uint8_t)~stale[b];
     if (e->tl)
         timeline_hits(e, nwords, common);
+    straggler_hits(e, nwords);
     if (any_invalid) {
         st = erase_invalid(e, nwords, stale);
         if (st != HVD_OK)
@@ -1021,6 +1063,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
     st = tune(e, resp);
     if (st != HVD_OK)
         return st;
+    straggler_agreed(e, resp);
     st = cycle_end(e, now);
     if (st != HVD_OK)
         return st;

@@ -345,6 +345,9 @@ hvd_status_t hvd__engine_create(hvd_context_t *ctx, hvd_engine_t **e_p) {
             hvd__stall_set_describer(e->stall, hvd__engine_describe_rank, e);
         }
     }
+    if (st == HVD_OK && rank == 0 && pa->straggler_steps > 0)
+        st = hvd__straggler_create(p, (const char *const *)ctx->hosts, pa->straggler_steps,
+                                   &e->strag);
     e->msgs = calloc((size_t)p, sizeof *e->msgs);
     e->blocks = calloc((size_t)p, sizeof *e->blocks);
     e->block_lens = calloc((size_t)p, sizeof *e->block_lens);
@@ -451,6 +454,7 @@ void hvd__engine_destroy(hvd_engine_t *e) {
         hvd__coord_destroy(e->coord);
     if (e->stall)
         hvd__stall_destroy(e->stall);
+    hvd__straggler_destroy(e->strag);
     hvd__timeline_close(e->tl);
     free(e->hits.v);
     free(e->uncached.v);
@@ -678,6 +682,24 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
     pthread_mutex_unlock(&e->blocking_lock);
     if (p.status != HVD_OK)
         return hvd__error_set(p.status, "%s", p.error);
+    return HVD_OK;
+}
+
+hvd_status_t hvd__engine_stragglers(hvd_engine_t *e, int steps) {
+    if (e->ctx->global.rank != 0)
+        return HVD_OK;
+    hvd_straggler_t *s = NULL;
+    if (steps > 0) {
+        hvd_status_t st = hvd__straggler_create(e->ctx->global.size,
+                                                (const char *const *)e->ctx->hosts, steps, &s);
+        if (st != HVD_OK)
+            return st;
+    }
+    pthread_mutex_lock(&e->prog_lock);
+    hvd_straggler_t *old = e->strag;
+    e->strag = s;
+    pthread_mutex_unlock(&e->prog_lock);
+    hvd__straggler_destroy(old);
     return HVD_OK;
 }
 

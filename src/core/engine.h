@@ -81,5 +81,7 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op);
 
 /* Timeline control (rank 0 writes; other ranks accept and ignore). path NULL stops. */
 hvd_status_t hvd__engine_timeline(hvd_engine_t *e, const char *path, int mark_cycles);
+/* Rank 0: report stragglers every steps steps from now on (0: stop). Others: nothing. */
+hvd_status_t hvd__engine_stragglers(hvd_engine_t *e, int steps);
 
 #endif

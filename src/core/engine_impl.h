@@ -9,6 +9,7 @@
 #include "controller/coordinator.h"
 #include "controller/response_cache.h"
 #include "controller/stall.h"
+#include "controller/straggler.h"
 #include "core/context.h"
 #include "core/engine.h"
 #include "timeline/timeline.h"
@@ -68,6 +69,8 @@ struct hvd_engine {
     hvd_cache_t *cache; /* NULL when HOROVOD_CACHE_CAPACITY is 0 */
     hvd_coord_t *coord; /* rank 0 */
     hvd_stall_t *stall; /* rank 0, unless disabled */
+    /* rank 0, while a straggler report is asked for (hvd__engine_stragglers; prog_lock) */
+    hvd_straggler_t *strag;
     /* rank 0, HVD_STALL_STACKS: the ranks a stall warning named, asked for their stacks in
      * the next cycle message (wire form: little-endian u32 each) */
     uint8_t stack_ranks[4 * HVD_CYC_STACKS_MAX];

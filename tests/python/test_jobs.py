@@ -95,6 +95,28 @@ def test_mismatch_at_once_then_stall_names_the_missing_rank_its_work_and_stack_t
     assert re.search(r"\[1\]<stderr>:.*in never_coming_back", out), out
 
 
+def test_a_slowed_rank_is_named_as_the_straggler_in_every_window(tmp_path):
+    script = os.path.join(SOURCE, "tests/python/jobs/straggler_job.py")
+    r = run(["-np", "3", sys.executable, script, str(tmp_path)], timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    before, after = out.split("rank 0: off", 1)
+    reports = re.findall(r"\[0\]<stderr>:.*Stragglers over the last 5 steps \((\d+) collectives\): "
+                         r"rank (\d+) \(host [^)]+\) was last in (\d+)% of them, ([\d.]+) ms "
+                         r"late on average; average lateness \(ms\): rank (\d+) ([\d.]+)", before)
+    # 40 steps, the first of which names the step: 7 whole windows
+    assert len(reports) >= 7, out
+    for ops, last, share, late, latest, late_again in reports:
+        assert int(ops) in (15, 16) and last == "2" and latest == "2", reports  # (the first
+        # window runs from the first name to its sixth agreement: one collective more)
+        assert int(share) >= 95 and float(late) > 30, reports
+    assert "Stragglers over" not in after, after  # reports stopped
+    with open(tmp_path / "timeline.json") as f:
+        events = json.load(f)
+    marks = [e for e in events if "Stragglers over the last 5 steps" in e.get("name", "")]
+    assert len(marks) == len(reports), marks
+
+
 # (Adasum keeps one rank's learning rate: after one epoch it is behind the average's doubled
 # one, ~59 % against ~66 % here; chance is 10 %)
 @pytest.mark.parametrize("extra,least", [([], 60.0), (["--use-adasum"], 50.0)])

@@ -2,6 +2,7 @@
 hvd_unit_test(tensor_queue tests/unit/test_tensor_queue.c)
 # The stall inspector's reports and shutdown decision.
 hvd_unit_test(stall tests/unit/test_stall.c)
+hvd_unit_test(straggler tests/unit/test_straggler.c)
 # The coordinator's readiness table and response validation.
 hvd_unit_test(coordinator tests/unit/test_coordinator.c)
 # Tensor fusion planning.

@@ -145,5 +145,14 @@ class HorovodBasics:
     def stop_timeline(self):
         _hvd.stop_timeline()
 
+    def report_stragglers(self, steps):
+        """hvd's own: every `steps` steps (a step: the first named collective comes round
+        again), rank 0 logs each rank's average lateness in arriving at the collectives and
+        the rank most often last, and marks it in the timeline; 0 stops it. Rank 0's call
+        counts (HVD_STRAGGLER_STEPS sets it at init)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"steps must be a non-negative int, not {steps!r}")
+        _hvd.report_stragglers(steps)
+
 
 _basics = HorovodBasics()

@@ -34,7 +34,8 @@ from horovod.torch.mpi_ops import (ccl_built, cross_rank, cross_size, cuda_built
                                    gloo_built, gloo_enabled, init, is_homogeneous,
                                    is_initialized, local_rank, local_size, mpi_built,
                                    mpi_enabled, mpi_threads_supported, nccl_built, rank,
-                                   rocm_built, shutdown, size, start_timeline, stop_timeline)
+                                   report_stragglers, rocm_built, shutdown, size,
+                                   start_timeline, stop_timeline)
 
 # pending handles die with the job they belonged to
 _basics._shutdown_hooks.append(_mpi_ops._reset_handles)

@@ -23,6 +23,7 @@ shutdown = _basics.shutdown
 is_initialized = _basics.is_initialized
 start_timeline = _basics.start_timeline
 stop_timeline = _basics.stop_timeline
+report_stragglers = _basics.report_stragglers
 size = _basics.size
 local_size = _basics.local_size
 cross_size = _basics.cross_size
