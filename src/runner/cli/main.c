@@ -311,6 +311,32 @@ static int join(const char *const *items, size_t n, const char *sep, char *out, 
     return used < size;
 }
 
+/* NIC discovery (or the network check) of the job's hosts, as the settings ask. */
+static hvd_nic_discovery_config_t discovery_config(const hvd_settings_t *s, const job_hosts_t *jh,
+                                                   const hvd_ssh_opts_t *ssh, const char *exe,
+                                                   const hvd_secret_t *secret) {
+    return (hvd_nic_discovery_config_t){.hosts = jh->names,
+                                        .remote = jh->remote,
+                                        .count = jh->count,
+                                        .ssh = ssh,
+                                        .exe = exe,
+                                        .secret = secret,
+                                        .nics = (const char *const *)s->nics,
+                                        .nic_count = s->nic_count,
+                                        .timeout_s = s->start_timeout,
+                                        .verbose = s->verbose,
+                                        .out_fd = STDOUT_FILENO,
+                                        .err_fd = STDERR_FILENO};
+}
+
+/* How remote hosts are reached: ssh as the settings say, or srun inside an allocation. */
+static hvd_ssh_opts_t ssh_opts(const hvd_settings_t *s, int via_srun) {
+    return (hvd_ssh_opts_t){.port = s->ssh_port,
+                            .identity = s->ssh_identity_file,
+                            .connect_timeout_s = s->start_timeout,
+                            .srun = via_srun};
+}
+
 /* Start-up checks when some hosts are remote (reference 3.1 steps 2-5): ssh into each, then,
  * unless the user named the interfaces, NIC discovery, whose result chooses the data-plane
  * interfaces and the address ranks reach the rendezvous store at. Both results are cached
@@ -365,21 +391,10 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
         if (have && s->verbose)
             printf("Common interface found (cached): %s\n", r.nics[0]);
         if (!have) {
-            hvd_nic_discovery_config_t dc = {.hosts = jh->names,
-                                             .remote = jh->remote,
-                                             .count = jh->count,
-                                             .ssh = ssh,
-                                             .exe = exe,
-                                             .secret = secret,
-                                             .nics = (const char *const *)s->nics,
-                                             .nic_count = s->nic_count,
-                                             .timeout_s = s->start_timeout,
-                                             .verbose = s->verbose,
-                                             .out_fd = STDOUT_FILENO,
-                                             .err_fd = STDERR_FILENO,
-                                             .keep_p = keep_p,
-                                             .nkeep_p = nkeep_p,
-                                             .ssh_check = !ssh_ok};
+            hvd_nic_discovery_config_t dc = discovery_config(s, jh, ssh, exe, secret);
+            dc.keep_p = keep_p;
+            dc.nkeep_p = nkeep_p;
+            dc.ssh_check = !ssh_ok;
             fflush(stdout);
             st = hvd__nic_discovery_run(&dc, &r);
             have = st == HVD_OK;
@@ -440,28 +455,14 @@ static int check_network(const hvd_settings_t *s, const hvd_slot_plan_t *plan, i
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0)
         exe[len] = '\0';
-    hvd_ssh_opts_t ssh = {.port = s->ssh_port,
-                          .identity = s->ssh_identity_file,
-                          .connect_timeout_s = s->start_timeout,
-                          .srun = via_srun};
+    hvd_ssh_opts_t ssh = ssh_opts(s, via_srun);
     hvd_secret_t secret;
     st = hvd__secret_generate(&secret);
     hvd_disc_result_t r = {0};
     if (st == HVD_OK) {
-        hvd_nic_discovery_config_t dc = {.hosts = jh.names,
-                                         .remote = jh.remote,
-                                         .count = jh.count,
-                                         .ssh = &ssh,
-                                         .exe = exe,
-                                         .secret = &secret,
-                                         .nics = (const char *const *)s->nics,
-                                         .nic_count = s->nic_count,
-                                         .timeout_s = s->start_timeout,
-                                         .verbose = s->verbose,
-                                         .out_fd = STDOUT_FILENO,
-                                         .err_fd = STDERR_FILENO,
-                                         .ssh_check = 1,
-                                         .mesh = 1};
+        hvd_nic_discovery_config_t dc = discovery_config(s, &jh, &ssh, exe, &secret);
+        dc.ssh_check = 1;
+        dc.mesh = 1;
         fflush(stdout);
         st = hvd__nic_discovery_run(&dc, &r);
         hvd__disc_result_fini(&r);
@@ -568,10 +569,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         job_hosts_fini(&jh);
         return usage_error();
     }
-    hvd_ssh_opts_t ssh = {.port = s->ssh_port,
-                          .identity = s->ssh_identity_file,
-                          .connect_timeout_s = s->start_timeout,
-                          .srun = via_srun};
+    hvd_ssh_opts_t ssh = ssh_opts(s, via_srun);
     hvd_secret_t secret;
     hvd_ready_session_t *ready = NULL; /* discovery's ssh sessions, for the launch */
     size_t nready = 0;
