@@ -12,6 +12,7 @@
 
 typedef struct pending {
     char *name;
+    char *key; /* or NULL */
     int64_t since_ms;
     uint8_t *ready; /* one flag per rank; set up front for ranks outside its process set */
     int nready;
@@ -87,6 +88,7 @@ hvd_status_t hvd__stall_create(int size, const char *const *hosts, int warn_s, i
 
 static void pending_free(pending_t *p) {
     free(p->name);
+    free(p->key);
     free(p->ready);
     free(p);
 }
@@ -161,6 +163,14 @@ hvd_status_t hvd__stall_ready_among(hvd_stall_t *s, const char *name, const int 
     return ready(s, name, 0, ranks, n, rank, now_ms);
 }
 
+void hvd__stall_key(hvd_stall_t *s, const char *name, const char *key) {
+    pending_t *p = s->head;
+    while (p && strcmp(p->name, name) != 0)
+        p = p->next;
+    if (p && !p->key && key && *key)
+        p->key = strdup(key); /* (without it, only the report's detail is lost) */
+}
+
 void hvd__stall_done(hvd_stall_t *s, const char *name) {
     for (pending_t **pp = &s->head; *pp; pp = &(*pp)->next) {
         if (strcmp((*pp)->name, name) == 0) {
@@ -213,7 +223,8 @@ int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size,
                 continue;
             oldest = age > oldest ? age : oldest;
             if (listed < 6)
-                add(names, sizeof names, &nn, "%s%s", listed ? ", " : "", p->name);
+                add(names, sizeof names, &nn, "%s%s%s%s%s", listed ? ", " : "", p->name,
+                    p->key ? " (at '" : "", p->key ? p->key : "", p->key ? "')" : "");
             listed++;
         }
         if (!listed)

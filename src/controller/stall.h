@@ -48,6 +48,11 @@ hvd_status_t hvd__stall_ready(hvd_stall_t *s, const char *name, int pset, int ra
  * its two ranks), so that it waits for them alone. */
 hvd_status_t hvd__stall_ready_among(hvd_stall_t *s, const char *name, const int *ranks, int n,
                                     int rank, int64_t now_ms);
+/* name (pending: some rank submitted it) has key, its place in an order every rank follows
+ * (hvd_enqueue_ex; the torch.distributed backend's 'dist.<group>#<sequence number>'): the
+ * report names it beside the name, which may repeat. */
+void hvd__stall_key(hvd_stall_t *s, const char *name, const char *key);
+
 /* name was agreed by every rank (or failed): forget it. */
 void hvd__stall_done(hvd_stall_t *s, const char *name);
 

@@ -532,6 +532,8 @@ static hvd_status_t negotiate(hvd_engine_t *e, hvd_response_list_t *out, int64_t
                     hvd__stall_ready_among(e->stall, q->name, pair, 2, r, now);
                 } else if (e->stall) {
                     hvd__stall_ready(e->stall, q->name, q->pset, r, now);
+                    if (q->key && *q->key)
+                        hvd__stall_key(e->stall, q->name, q->key);
                 }
                 if (e->tl)
                     tl_ready(e, q->name, q->type, r);
@@ -1073,13 +1075,20 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
         int exited = (e->msgs[shut_rank].flags & HVD_CYC_EXITING) != 0;
         hvd_status_t why = exited && shut_rank != g->rank ? HVD_ERR_PEER_LOST : HVD_ERR_SHUT_DOWN;
         /* this rank waits in an operation the other left before: most often uneven inputs */
-        char waiting[200], uneven[512] = ""; /* (a long name is cut: this is a message) */
-        if (hvd__tq_in_flight_name(e->tq, waiting, sizeof waiting))
+        char waiting[200], where[240] = "", uneven[512] = ""; /* (cut: this is a message) */
+        if (hvd__tq_in_flight_name(e->tq, waiting, sizeof waiting)) {
+            snprintf(where, sizeof where, "'%s'%s", waiting,
+                     hvd__tq_in_flight(e->tq) > 1 ? " and more" : "");
+        } else if (posted) { /* a blocking call (the backend's small synchronous ones) */
+            hvd__sig_describe(&posted->sig, waiting, sizeof waiting);
+            snprintf(where, sizeof where, "the blocking call %s", waiting);
+        }
+        if (where[0])
             snprintf(uneven, sizeof uneven,
-                     "; this rank waits in '%s'%s: if the ranks ran different numbers of steps, "
+                     "; this rank waits in %s: if the ranks ran different numbers of steps, "
                      "give every rank the same number of batches (DistributedSampler with "
                      "drop_last=True) or use hvd.join() or DDP's Join",
-                     waiting, hvd__tq_in_flight(e->tq) > 1 ? " and more" : "");
+                     where);
         if (shut_rank == g->rank)
             snprintf(msg, sizeof msg, "%s on rank %d",
                      exited ? "the program exited without calling hvd_shutdown"

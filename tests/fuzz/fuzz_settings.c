@@ -8,10 +8,18 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* What settings.h promises of a command line it accepted outside the print-and-exit modes
- * (in those the other fields may be unset); any input that breaks it aborts (a finding). */
+ * (in those the other fields may be unset); any input that breaks it aborts (a finding).
+ * --check-network runs no command: it may have none, and -np is optional. */
 static void check_contract(const hvd_settings_t *s) {
     if (s->show_help || s->show_help_env || s->show_version || s->show_check_build || s->dry_run)
         return;
+    if (s->check_network) {
+        if ((s->command && !s->command[0]) || (s->num_proc != -1 && s->num_proc < 1) ||
+            s->discovery_script || (s->hosts && s->hostfile) || s->start_timeout < 1 ||
+            (s->nic_count && !s->nics))
+            abort();
+        return;
+    }
     int shapes = (s->hosts != NULL) + (s->hostfile != NULL) + (s->discovery_script != NULL);
     int cooldown_ok =
         (s->cooldown_min == 0 && s->cooldown_max == 0) ||

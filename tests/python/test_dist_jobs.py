@@ -3,6 +3,7 @@ one pytest process: DDP ends with gloo's weights bit for bit, a rank SIGKILLed o
 mid-training is named by every survivor, and torchrun --max_restarts resumes from a
 checkpoint. HVD_BUILD_DIR names the build tree."""
 import os
+import re
 import sys
 
 import pytest
@@ -26,13 +27,14 @@ def run(launcher, np_, args, timeout=120, until=None, extra=()):
     return run_job(cmd, env, timeout, until)
 
 
-def test_ddp_same_weights_as_gloo_then_exit_while_a_future_callback_runs(tmp_path):
+def test_ddp_same_weights_as_gloo_then_a_rank_leaving_early_then_exit_in_a_callback(tmp_path):
     # one job: DDP on hvd, then the same DDP over a gloo group of the same ranks (gloo sums
     # two values exactly, and so does hvd); then the script ends while an operation's future
     # callback still runs: a daemon thread still in a future's C++ callback when Python
     # finalizes aborts the process ("terminate called without an active exception"), so the
-    # backend drains them at exit
-    rc, out = run("torchrun", 2, ["hvd", str(tmp_path), "train,exit_in_callback"])
+    # backend drains them at exit. Before it ends, rank 1 leaves early (uneven inputs): rank
+    # 0's next collective fails at once, saying so
+    rc, out = run("torchrun", 2, ["hvd", str(tmp_path), "train,exit_in_callback,uneven"])
     assert rc == 0, out
     hvd, gloo = torch.load(tmp_path / "weights.pt"), torch.load(tmp_path / "gloo_weights.pt")
     assert hvd.keys() == gloo.keys()
@@ -40,6 +42,14 @@ def test_ddp_same_weights_as_gloo_then_exit_while_a_future_callback_runs(tmp_pat
         assert torch.equal(w, hvd[name]), name
     for r in range(2):
         assert (tmp_path / f"callback{r}").read_text() == "[2.0, 2.0, 2.0]"
+    waited, text = (tmp_path / "uneven0").read_text().split("\n", 1)
+    assert float(waited) < 5, waited
+    assert re.search(r"rank 1 \([^)]+\) has shut down \(it called hvd_shutdown\), so no "
+                     r"collective can run any more; this rank waits in all_reduce\(float32\[4\], "
+                     r"SUM\): if the ranks ran different numbers of steps, give every rank the "
+                     r"same number of batches "
+                     r"\(DistributedSampler with drop_last=True\) or use hvd\.join\(\) or DDP's "
+                     r"Join", text), text
 
 
 def test_exit_with_a_work_never_waited_for(tmp_path):

@@ -95,7 +95,7 @@ def test_mismatch_at_once_then_stall_names_the_missing_rank_its_work_and_stack_t
     assert re.search(r"\[1\]<stderr>:.*in never_coming_back", out), out
 
 
-def test_a_slowed_rank_is_named_as_the_straggler_in_every_window(tmp_path):
+def test_a_slowed_rank_is_named_as_the_straggler_then_its_early_exit_as_uneven_inputs(tmp_path):
     script = os.path.join(SOURCE, "tests/python/jobs/straggler_job.py")
     r = run(["-np", "3", sys.executable, script, str(tmp_path)], timeout=120)
     out = r.stdout + r.stderr
@@ -115,6 +115,15 @@ def test_a_slowed_rank_is_named_as_the_straggler_in_every_window(tmp_path):
         events = json.load(f)
     marks = [e for e in events if "Stragglers over the last 5 steps" in e.get("name", "")]
     assert len(marks) == len(reports), marks
+    # then rank 2 ran out of data and shut down: the others' next collective fails at once
+    for rank in (0, 1):
+        waited, text = (tmp_path / f"uneven{rank}").read_text().split("\n", 1)
+        assert float(waited) < 5, waited
+        assert re.match(r"rank 2 \([^)]+\) has shut down \(it called hvd_shutdown\), so no "
+                        r"collective can run any more; this rank waits in 'allreduce\.one_more': "
+                        r"if the ranks ran different numbers of steps, give every rank the same "
+                        r"number of batches \(DistributedSampler with drop_last=True\) or use "
+                        r"hvd\.join\(\) or DDP's Join", text), text
 
 
 # (Adasum keeps one rank's learning rate: after one epoch it is behind the average's doubled

@@ -24,6 +24,9 @@ static void test_warning_names_missing_ranks(void **state) {
     int shut;
     hvd__stall_ready(s, "grad.w", 0, 0, 1000);
     hvd__stall_ready(s, "grad.w", 0, 2, 1500);
+    hvd__stall_key(s, "grad.w", "g#7");
+    hvd__stall_key(s, "grad.w", "g#8"); /* (the first key stays) */
+    hvd__stall_key(s, "not.pending", "g#9");
     hvd__stall_ready(s, "grad.all", 0, 0, 1000);
     for (int r = 1; r < 4; r++)
         hvd__stall_ready(s, "grad.all", 0, r, 1000);
@@ -33,8 +36,8 @@ static void test_warning_names_missing_ranks(void **state) {
     assert_int_equal(hvd__stall_check(s, 91000, msg, sizeof msg, &shut), 1);
     assert_int_equal(shut, 0);
     assert_non_null(strstr(msg, "for more than 60 seconds"));
-    assert_non_null(strstr(msg, "Missing ranks:\n1 (host h1, missing for 90 s): [grad.w]\n3 "
-                                "(host h3, missing for 90 s): [grad.w]"));
+    assert_non_null(strstr(msg, "Missing ranks:\n1 (host h1, missing for 90 s): [grad.w (at "
+                                "'g#7')]\n3 (host h3, missing for 90 s): [grad.w (at 'g#7')]"));
     assert_null(strstr(msg, "\n0"));
     assert_null(strstr(msg, "grad.all"));
     hvd__stall_destroy(s);

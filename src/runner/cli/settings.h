@@ -47,7 +47,8 @@ typedef struct {
     const char *hostfile;         /* -hostfile/--hostfile path, or NULL */
     const char *discovery_script; /* --host-discovery-script path, or NULL */
     char **command; /* the user command: points into argv, NULL-terminated (argv[argc] is NULL
-                       as main() receives it); NULL only in print-and-exit modes */
+                       as main() receives it); NULL only in print-and-exit modes and with
+                       --check-network (which runs no command) */
 
     /* Launch. */
     int start_timeout;       /* --start-timeout, else HOROVOD_START_TIMEOUT (30); seconds >= 1 */

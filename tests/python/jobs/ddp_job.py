@@ -1,7 +1,7 @@
 """DDP training written for torch.distributed, run by tests/python/test_dist_jobs.py under
 torchrun or horovodrun with a backend named on the command line:
 
-    ddp_job.py BACKEND OUT_DIR [train,]MODE [ARG]
+    ddp_job.py BACKEND OUT_DIR [train,]MODE[,uneven] [ARG]
 
 MODE train: train a fixed model on fixed data and save rank 0's final weights to
   OUT_DIR/weights.pt; with BACKEND hvd, train the same model again over a gloo group of the
@@ -15,7 +15,9 @@ MODE stop VICTIM: the same with SIGSTOP; the survivors' error comes once the pro
   timeout (ARG seconds) expires.
 MODE exit_in_callback: the script ends while a callback of an operation's future still runs on
   the completion thread (a slow then()); it must end with status 0 after the callback has
-  finished (OUT_DIR/callback<r>), never abort in Python's finalization.
+  finished (OUT_DIR/callback<r>), never abort in Python's finalization. Followed by ",uneven":
+  first rank 1 leaves (destroy_process_group) while rank 0 waits in one more all_reduce
+  (OUT_DIR/uneven0: how long it waited, and its error).
 MODE resume VICTIM: a checkpoint every step; rank VICTIM is SIGKILLed at step 5, once in the
   job (OUT_DIR/killed; not by the restart count, which agents on two hosts may not agree on);
   torchrun --max_restarts starts every worker again, which resume from the checkpoint and
@@ -118,6 +120,22 @@ elif mode == "exit_in_callback":
     work = dist.all_reduce(torch.ones(3), async_op=True)
     work.get_future().then(slow)
     work.wait()
+    if "uneven" in modes:
+        # rank 1 runs out of data: it leaves (destroy_process_group) while rank 0 waits in
+        # one more all_reduce, which must fail at once saying so (OUT_DIR/uneven0: the
+        # seconds it waited, then the message)
+        if rank == 1:
+            time.sleep(0.5)
+            dist.destroy_process_group()
+            sys.exit(0)
+        start = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4))
+            text = "no error"
+        except RuntimeError as e:
+            text = str(e)
+        with open(os.path.join(out_dir, "uneven0"), "w") as f:
+            f.write(f"{time.monotonic() - start:.2f}\n{text}")
     sys.exit(0)
 elif mode == "resume":
     ckpt = os.path.join(out_dir, "ckpt.pt")

@@ -5,7 +5,9 @@
 Rank 2 spends 60 ms in its own code before each step's three named allreduces (as a rank
 on a slower machine would); hvd.report_stragglers(5) asks rank 0 for a report every 5 steps,
 and rank 0 writes a timeline to OUT_DIR/timeline.json. 40 steps, then hvd.report_stragglers(0)
-and 10 steps more, which must report nothing.
+and 10 steps more, which must report nothing. Then rank 2 runs out of data first (uneven
+inputs): it calls hvd.shutdown() while ranks 0 and 1 allreduce "one_more", which must fail
+at once saying so; each writes the seconds it waited and the message to OUT_DIR/uneven<rank>.
 """
 import os
 import sys
@@ -14,6 +16,7 @@ import time
 import torch
 
 import horovod.torch as hvd
+from horovod.common.exceptions import HorovodInternalError
 
 out_dir = sys.argv[1]
 hvd.init()
@@ -36,3 +39,15 @@ print(f"rank {hvd.rank()}: off", file=sys.stderr, flush=True)
 for _ in range(10):
     step()
 hvd.stop_timeline()
+
+if hvd.rank() == 2:
+    hvd.shutdown()
+    sys.exit(0)
+start = time.monotonic()
+try:
+    hvd.allreduce(torch.ones(4), name="one_more")
+    text = "no error"
+except HorovodInternalError as e:
+    text = str(e)
+with open(os.path.join(out_dir, f"uneven{hvd.rank()}"), "w") as f:
+    f.write(f"{time.monotonic() - start:.2f}\n{text}")
