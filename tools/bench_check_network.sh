@@ -4,7 +4,7 @@
 # the check of every host three ways, one after the other:
 #   healthy   every link works (every host is on two networks, eth0 and eth1)
 #   dropped   h2's eth1 drops everything it receives (each probe of h2 and by h2 on eth1
-#             waits out its 2 s; eth0 still works everywhere: exit 0)
+#             waits out its 1.5 s; eth0 still works everywhere: exit 0)
 #   filtered  the last host drops new connections to its ephemeral ports (its task
 #             service's), on both networks (no interface works on every link: exit 1)
 # and prints the median, min and max wall time of each, with the check's exit status (0: some

@@ -26,8 +26,11 @@
 #define PROBE_ATTEMPTS 3      /* per address */
 #define PROBE_CONNECT_MS 5000 /* per attempt */
 /* per attempt of a network check (--check-network): it should answer within a few seconds
- * for many hosts, and a link that swallows a connection for 2 s is already broken */
-#define CHECK_CONNECT_MS 2000
+ * for many hosts, and a link that swallows a connection for 1.5 s (a lost SYN is sent again
+ * after 1 s) is already broken */
+#define CHECK_CONNECT_MS 1500
+/* the check's first attempt at the driver's addresses (register_with_driver) */
+#define REGISTER_QUICK_MS 500
 #define PROBE_RETRY_MS 200 /* pause after a refused attempt */
 /* A task waits this much longer than the driver's --start-timeout: when a host is missing,
  * the driver, which knows which host and what it has not done, must be the one to time out
@@ -215,14 +218,26 @@ static hvd_status_t register_with_driver(task_t *t, int port, const hvd_disc_add
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        probes[i].addr = t->in.driver_addrs[i];
-        probes[i].port = t->in.driver_port;
-        probes[i].expect_name = HVD_DISC_DRIVER_NAME;
-        probes[i].secret = &t->in.secret;
-        probes[i].deadline_ms = t->deadline_ms;
+    /* The network check wants its answer in seconds, and a dead link to the driver would
+     * hold every probe behind it: a first pass gives each address REGISTER_QUICK_MS (a live
+     * one answers in milliseconds), and only when none answered does a second pass wait
+     * CHECK_CONNECT_MS. Discovery waits as before: it reports every address it reached. */
+    int mesh = (t->in.flags & HVD_DISC_FLAG_MESH) != 0, reached = 0;
+    for (int pass = mesh ? 0 : 1; pass < 2 && !reached; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            probes[i] = (probe_t){.addr = t->in.driver_addrs[i],
+                                  .port = t->in.driver_port,
+                                  .expect_name = HVD_DISC_DRIVER_NAME,
+                                  .secret = &t->in.secret,
+                                  .deadline_ms = t->deadline_ms,
+                                  .connect_ms = !mesh       ? 0
+                                                : pass == 0 ? REGISTER_QUICK_MS
+                                                            : CHECK_CONNECT_MS};
+        }
+        probe_all(probes, n);
+        for (size_t i = 0; i < n; i++)
+            reached |= probes[i].ok;
     }
-    probe_all(probes, n);
     for (size_t i = 0; i < n; i++) {
         if (!probes[i].ok)
             continue;

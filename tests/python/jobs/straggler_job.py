@@ -1,8 +1,8 @@
 """A straggler in a horovod.torch job, run at np 3 by test_jobs.py under horovodrun:
 
-    straggler_job.py OUT_DIR
+    straggler_job.py OUT_DIR [DELAY_S]
 
-Rank 2 spends 60 ms in its own code before each step's three named allreduces (as a rank
+Rank 2 spends DELAY_S (default 0.06) seconds in its own code before each step's three named allreduces (as a rank
 on a slower machine would); hvd.report_stragglers(5) asks rank 0 for a report every 5 steps,
 and rank 0 writes a timeline to OUT_DIR/timeline.json. 40 steps, then hvd.report_stragglers(0)
 and 10 steps more, which must report nothing. Then rank 2 runs out of data first (uneven
@@ -19,6 +19,7 @@ import horovod.torch as hvd
 from horovod.common.exceptions import HorovodInternalError
 
 out_dir = sys.argv[1]
+delay = float(sys.argv[2]) if len(sys.argv) > 2 else 0.06
 hvd.init()
 hvd.start_timeline(os.path.join(out_dir, "timeline.json"))
 hvd.report_stragglers(5)
@@ -26,7 +27,7 @@ hvd.report_stragglers(5)
 
 def step():
     if hvd.rank() == 2:
-        time.sleep(0.06)
+        time.sleep(delay)
     handles = [hvd.allreduce_async(torch.ones(100), name=f"grad.{i}") for i in range(3)]
     for h in handles:
         hvd.synchronize(h)
