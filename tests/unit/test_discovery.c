@@ -793,6 +793,26 @@ static void test_messages(void **state) {
     assert_string_equal(hvd__disc_cause_name(fback->failed[1].cause), "wrong secret");
     assert_string_equal(hvd__disc_cause_name(HVD_DISC_CAUSE_REFUSED), "refused");
     assert_string_equal(hvd__disc_cause_name(HVD_DISC_CAUSE_NO_ROUTE), "no route");
+    /* each cause from how the probe failed (the messages are the socket layer's) */
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_PEER_LOST, 0,
+                                        "cannot connect to 10.0.0.2:4000: Connection refused"),
+                     HVD_DISC_CAUSE_REFUSED);
+    assert_int_equal(
+        hvd__disc_cause_of(HVD_ERR_IO, 0, "cannot connect to 10.0.0.2:4000: No route to host"),
+        HVD_DISC_CAUSE_NO_ROUTE);
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_IO, 0,
+                                        "cannot connect to 10.0.0.2:4000: Network is unreachable"),
+                     HVD_DISC_CAUSE_NO_ROUTE);
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_TIMEOUT, 0, "timed out connecting to 10.0.0.2"),
+                     HVD_DISC_CAUSE_TIMEOUT);
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_TIMEOUT, 1, "no answer"), HVD_DISC_CAUSE_TIMEOUT);
+    assert_int_equal(
+        hvd__disc_cause_of(HVD_ERR_PEER_LOST, 1, "10.0.0.2:4000 closed the connection"),
+        HVD_DISC_CAUSE_SECRET);
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_AUTH, 1, "response from 10.0.0.2:4000 rejected"),
+                     HVD_DISC_CAUSE_SECRET);
+    assert_int_equal(hvd__disc_cause_of(HVD_ERR_PROTOCOL, 1, "answered PING with message type 9"),
+                     HVD_DISC_CAUSE_OTHER);
     for (size_t cut = len - 8; cut < len; cut++)
         assert_int_equal(hvd__disc_report_decode(buf, cut, fback), HVD_ERR_PROTOCOL);
     buf[len - 3] = HVD_DISC_CAUSE_MAX + 1; /* (the last failure's cause, then its empty detail) */

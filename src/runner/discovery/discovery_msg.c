@@ -153,6 +153,18 @@ hvd_status_t hvd__disc_report_encode(const hvd_disc_report_t *m, uint8_t *buf, s
     return hvd__svc_enc_finish(&e, "REPORT", len_p);
 }
 
+uint8_t hvd__disc_cause_of(hvd_status_t st, int connected, const char *msg) {
+    if (st == HVD_ERR_TIMEOUT)
+        return HVD_DISC_CAUSE_TIMEOUT;
+    if (!connected && st == HVD_ERR_PEER_LOST && strstr(msg, "refused"))
+        return HVD_DISC_CAUSE_REFUSED;
+    if (!connected && (strstr(msg, "No route") || strstr(msg, "unreachable")))
+        return HVD_DISC_CAUSE_NO_ROUTE;
+    if (connected && (st == HVD_ERR_PEER_LOST || strstr(msg, "rejected")))
+        return HVD_DISC_CAUSE_SECRET;
+    return HVD_DISC_CAUSE_OTHER;
+}
+
 const char *hvd__disc_cause_name(uint8_t cause) {
     static const char *const names[] = {"failed", "refused", "no route", "timed out",
                                         "wrong secret"};

@@ -95,6 +95,12 @@ typedef struct {
 /* "refused", "no route", "timed out", "wrong secret", or "failed" (other). */
 const char *hvd__disc_cause_name(uint8_t cause);
 
+/* Why a probe of a service failed (HVD_DISC_CAUSE_*), from its status, whether it had
+ * connected (the PING after the connection failed), and its error message: a service that
+ * closes the connection on this job's authenticated request, or answers with a MAC this
+ * job's secret does not verify, holds another secret. */
+uint8_t hvd__disc_cause_of(hvd_status_t st, int connected, const char *msg);
+
 typedef struct {
     uint32_t from, to;
     hvd_disc_addrs_t reached;

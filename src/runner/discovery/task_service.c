@@ -73,22 +73,6 @@ static int source_matches(const probe_t *p, const char *source) {
     return 0;
 }
 
-/* Why a probe failed, from where it failed (connecting, or the authenticated PING after) and
- * how: the causes a network check names. */
-static uint8_t cause_of(hvd_status_t st, int connected, const char *msg) {
-    if (st == HVD_ERR_TIMEOUT)
-        return HVD_DISC_CAUSE_TIMEOUT;
-    if (!connected && st == HVD_ERR_PEER_LOST && strstr(msg, "refused"))
-        return HVD_DISC_CAUSE_REFUSED;
-    if (!connected && (strstr(msg, "No route") || strstr(msg, "unreachable")))
-        return HVD_DISC_CAUSE_NO_ROUTE;
-    /* A service that closes the connection on this job's authenticated request, or answers
-     * with a MAC this job's secret does not verify, holds another secret. */
-    if (connected && (st == HVD_ERR_PEER_LOST || strstr(msg, "rejected")))
-        return HVD_DISC_CAUSE_SECRET;
-    return HVD_DISC_CAUSE_OTHER;
-}
-
 static void *probe_main(void *arg) {
     probe_t *p = arg;
     for (int attempt = 0; attempt < PROBE_ATTEMPTS; attempt++) {
@@ -118,7 +102,7 @@ static void *probe_main(void *arg) {
             return NULL;
         }
         snprintf(p->why, sizeof p->why, "%s", hvd_last_error());
-        p->cause = cause_of(st, connected, p->why);
+        p->cause = hvd__disc_cause_of(st, connected, p->why);
         /* Only a refused or reset connection is worth another try (a busy listener); a
          * wrong answer will not change, and an address that swallowed a connection attempt
          * for PROBE_CONNECT_MS is a black hole that would only delay the whole ring. */
