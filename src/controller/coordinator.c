@@ -2,6 +2,7 @@
 #include "controller/coordinator.h"
 
 #include "collectives/dtype.h"
+#include "common/appendf.h"
 #include "common/error.h"
 
 #include <stdio.h>
@@ -696,14 +697,6 @@ static int expired(const name_entry_t *e, int64_t now_ms) {
     return e->timeout_ms && !e->ready_seq && now_ms - e->first_ms >= (int64_t)e->timeout_ms;
 }
 
-#define PUT(...)                                                                                   \
-    do {                                                                                           \
-        if (*k < n) {                                                                              \
-            int w_ = snprintf(msg + *k, n - *k, __VA_ARGS__);                                      \
-            *k += w_ > 0 ? (size_t)w_ : 0;                                                         \
-        }                                                                                          \
-    } while (0)
-
 /* Append to msg (of n bytes, at *k) what rank r does other than asking for e (NULL: for
  * anything): the names it waits in, or that it waits in none; and the last operation it
  * finished and how long ago, when it waits in none or always_last is set. */
@@ -711,7 +704,7 @@ static void activity(const hvd_coord_t *c, const name_entry_t *e, int r, int alw
                      const char *blocking, char *msg, size_t n, size_t *k) {
     int shown = 0;
     if (blocking) {
-        PUT("waits in %s", blocking);
+        hvd__appendf(msg, n, k, "waits in %s", blocking);
         shown++;
     }
     for (const name_entry_t *f = c->head; f; f = f->next) {
@@ -719,50 +712,51 @@ static void activity(const hvd_coord_t *c, const name_entry_t *e, int r, int alw
         if (f == e || !q->name)
             continue;
         if (shown == 3) {
-            PUT(" and more");
+            hvd__appendf(msg, n, k, " and more");
             break;
         }
         char d[600];
         describe(q, d, sizeof d);
-        PUT("%s %s (for %.1f s)", shown ? "," : "waits in", d,
-            (double)(c->now - f->first_ms) / 1e3);
+        hvd__appendf(msg, n, k, "%s %s (for %.1f s)", shown ? "," : "waits in", d,
+                     (double)(c->now - f->first_ms) / 1e3);
         shown++;
     }
     if (!shown)
-        PUT("waits in no operation (it runs its own code, or has left the training loop)");
+        hvd__appendf(msg, n, k,
+                     "waits in no operation (it runs its own code, or has left the training loop)");
     if (shown && !always_last)
         return;
     int64_t when = c->last_ms[r] > c->all_last_ms ? c->last_ms[r] : c->all_last_ms;
     const char *what = c->last_ms[r] > c->all_last_ms ? c->last_name[r] : c->all_last_name;
     if (what)
-        PUT("; its last, '%s', ended %.1f s ago", what, (double)(c->now - when) / 1e3);
+        hvd__appendf(msg, n, k, "; its last, '%s', ended %.1f s ago", what,
+                     (double)(c->now - when) / 1e3);
     else
-        PUT(" and has finished none");
+        hvd__appendf(msg, n, k, " and has finished none");
 }
 
 /* Append to msg what rank r is doing instead of asking for e, after its host and pid. */
 static void doing_instead(const hvd_coord_t *c, const name_entry_t *e, int r, char *msg, size_t n,
                           size_t *k) {
     if (c->pids && c->pids[r] > 0)
-        PUT("rank %d (host %s, pid %ld) ", r, host_of(c, r), c->pids[r]);
+        hvd__appendf(msg, n, k, "rank %d (host %s, pid %ld) ", r, host_of(c, r), c->pids[r]);
     else
-        PUT("rank %d (host %s) ", r, host_of(c, r));
+        hvd__appendf(msg, n, k, "rank %d (host %s) ", r, host_of(c, r));
     activity(c, e, r, 0, NULL, msg, n, k);
 }
 
 void hvd__coord_describe_rank(hvd_coord_t *c, int r, int64_t now_ms, const char *blocking,
                               char *msg, size_t n) {
-    size_t written = 0, *k = &written; /* (as PUT expects) */
+    size_t written = 0, *k = &written;
     if (n)
         msg[0] = '\0';
     if (r < 0 || r >= c->size)
         return;
     c->now = now_ms;
     if (c->pids && c->pids[r] > 0)
-        PUT("pid %ld, ", c->pids[r]);
+        hvd__appendf(msg, n, k, "pid %ld, ", c->pids[r]);
     activity(c, NULL, r, 1, blocking, msg, n, k);
 }
-#undef PUT
 
 /* e's deadline passed: its error names the ranks that never asked and what they do. */
 static hvd_status_t expire(hvd_coord_t *c, name_entry_t *e) {

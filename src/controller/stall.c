@@ -2,10 +2,10 @@
  * exception, and the list holds only names some rank is waiting on. */
 #include "controller/stall.h"
 
+#include "common/appendf.h"
 #include "common/error.h"
 #include "common/log.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,19 +182,6 @@ void hvd__stall_done(hvd_stall_t *s, const char *name) {
     }
 }
 
-/* snprintf at msg + *n, advancing *n but never past the end. */
-__attribute__((format(printf, 4, 5))) static void add(char *msg, size_t msg_size, size_t *n,
-                                                      const char *fmt, ...) {
-    if (*n + 1 >= msg_size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(msg + *n, msg_size - *n, fmt, ap);
-    va_end(ap);
-    if (w > 0)
-        *n = *n + (size_t)w < msg_size ? *n + (size_t)w : msg_size - 1;
-}
-
 int hvd__stall_idle(const hvd_stall_t *s) {
     return !s->head;
 }
@@ -223,14 +210,15 @@ int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size,
                 continue;
             oldest = age > oldest ? age : oldest;
             if (listed < 6)
-                add(names, sizeof names, &nn, "%s%s%s%s%s", listed ? ", " : "", p->name,
-                    p->key ? " (at '" : "", p->key ? p->key : "", p->key ? "')" : "");
+                hvd__appendf(names, sizeof names, &nn, "%s%s%s%s%s", listed ? ", " : "", p->name,
+                             p->key ? " (at '" : "", p->key ? p->key : "", p->key ? "')" : "");
             listed++;
         }
         if (!listed)
             continue;
         if (!any)
-            add(msg, msg_size, &n,
+            hvd__appendf(
+                msg, msg_size, &n,
                 "One or more tensors were submitted to be reduced, gathered or broadcasted by "
                 "subset of ranks and are waiting for remainder of ranks for more than %d "
                 "seconds. This may indicate that different ranks are trying to submit "
@@ -240,16 +228,16 @@ int hvd__stall_check(hvd_stall_t *s, int64_t now_ms, char *msg, size_t msg_size,
         any = 1;
         int marked = may_shut && oldest >= shut_ms;
         *shutdown_p |= marked;
-        add(msg, msg_size, &n, "\n%d%s", r, marked ? "!" : "");
+        hvd__appendf(msg, msg_size, &n, "\n%d%s", r, marked ? "!" : "");
         if (s->hosts && s->hosts[r])
-            add(msg, msg_size, &n, " (host %s, missing for %lld s)", s->hosts[r],
-                (long long)(oldest / 1000));
-        add(msg, msg_size, &n, ": [%s%s]", names, listed > 6 ? " ..." : "");
+            hvd__appendf(msg, msg_size, &n, " (host %s, missing for %lld s)", s->hosts[r],
+                         (long long)(oldest / 1000));
+        hvd__appendf(msg, msg_size, &n, ": [%s%s]", names, listed > 6 ? " ..." : "");
         if (s->describe) {
             char what[1024];
             s->describe(s->describe_arg, r, now_ms, what, sizeof what);
             if (what[0])
-                add(msg, msg_size, &n, "; %s", what);
+                hvd__appendf(msg, msg_size, &n, "; %s", what);
         }
         if (s->nmissing < HVD_STALL_MISSING_MAX)
             s->missing[s->nmissing++] = r;

@@ -3,9 +3,9 @@
  * array holds about one step's names at most. */
 #include "controller/straggler.h"
 
+#include "common/appendf.h"
 #include "common/error.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,19 +126,6 @@ size_t hvd__straggler_pending(const hvd_straggler_t *s) {
     return s->npending;
 }
 
-/* snprintf at msg + *k, never past n. */
-__attribute__((format(printf, 4, 5))) static void put(char *msg, size_t n, size_t *k,
-                                                      const char *fmt, ...) {
-    if (*k + 1 >= n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(msg + *k, n - *k, fmt, ap);
-    va_end(ap);
-    if (w > 0)
-        *k = *k + (size_t)w < n ? *k + (size_t)w : n - 1;
-}
-
 static double avg_ms(const hvd_straggler_t *s, int r) {
     return s->count[r] ? (double)s->late_us[r] / (double)s->count[r] / 1e3 : 0.0;
 }
@@ -149,16 +136,17 @@ static void report(const hvd_straggler_t *s, char *msg, size_t n) {
     for (int r = 0; r < s->size; r++)
         if (s->last[r] && (worst < 0 || s->last[r] > s->last[worst]))
             worst = r;
-    put(msg, n, &k, "Stragglers over the last %d steps (%lld collectives): ", s->steps,
-        (long long)s->ops);
+    hvd__appendf(msg, n, &k, "Stragglers over the last %d steps (%lld collectives): ", s->steps,
+                 (long long)s->ops);
     if (worst >= 0)
-        put(msg, n, &k, "rank %d (host %s) was last in %.0f%% of them, %.1f ms late on average",
+        hvd__appendf(
+            msg, n, &k, "rank %d (host %s) was last in %.0f%% of them, %.1f ms late on average",
             worst, s->hosts && s->hosts[worst] ? s->hosts[worst] : "?",
             100.0 * (double)s->last[worst] / (double)(s->ops ? s->ops : 1), avg_ms(s, worst));
     else
-        put(msg, n, &k, "no rank came last alone");
+        hvd__appendf(msg, n, &k, "no rank came last alone");
     /* the ranks latest on average, latest first */
-    put(msg, n, &k, "; average lateness (ms):");
+    hvd__appendf(msg, n, &k, "; average lateness (ms):");
     char *shown = calloc((size_t)s->size, 1);
     for (int i = 0; shown && i < LISTED && i < s->size; i++) {
         int best = -1;
@@ -166,13 +154,13 @@ static void report(const hvd_straggler_t *s, char *msg, size_t n) {
             if (!shown[r] && (best < 0 || avg_ms(s, r) > avg_ms(s, best)))
                 best = r;
         shown[best] = 1;
-        put(msg, n, &k, "%s rank %d %.1f", i ? "," : "", best, avg_ms(s, best));
+        hvd__appendf(msg, n, &k, "%s rank %d %.1f", i ? "," : "", best, avg_ms(s, best));
     }
     if (s->size > LISTED)
-        put(msg, n, &k, ", the other %d less", s->size - LISTED);
+        hvd__appendf(msg, n, &k, ", the other %d less", s->size - LISTED);
     if (s->untracked)
-        put(msg, n, &k, " (%lld arrivals past %d pending names left out)", (long long)s->untracked,
-            PENDING_MAX);
+        hvd__appendf(msg, n, &k, " (%lld arrivals past %d pending names left out)",
+                     (long long)s->untracked, PENDING_MAX);
     free(shown);
 }
 

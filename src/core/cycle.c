@@ -5,6 +5,7 @@
 #include "collectives/coll.h"
 #include "collectives/control.h"
 #include "collectives/dtype.h"
+#include "common/appendf.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -756,32 +757,27 @@ static int uniform_blocking(hvd_engine_t *e, const hvd_posted_t *p, const uint8_
  * call, or operations in the response cache (its hits). */
 void hvd__engine_describe_rank(void *engine, int rank, int64_t now_ms, char *buf, size_t n) {
     hvd_engine_t *e = engine;
-    char also[700];
+    char also[700] = "";
     size_t k = 0;
-    also[0] = '\0';
     const hvd_cycle_msg_t *m = e->msgs ? &e->msgs[rank] : NULL;
     if (m && (m->flags & HVD_CYC_BLOCKING)) {
         char d[160];
         hvd__sig_describe(&m->sig, d, sizeof d);
-        k += (size_t)snprintf(also, sizeof also, "the blocking call %s", d);
+        hvd__appendf(also, sizeof also, &k, "the blocking call %s", d);
     }
     uint32_t nbits = e->cache ? hvd__cache_nbits(e->cache) : 0;
     int listed = 0;
-    if (m && m->hits && nbits) {
-        for (uint32_t b = next_bit(m->hits, m->nwords, 0); b < nbits && k < sizeof also;
-             b = next_bit(m->hits, m->nwords, b + 1)) {
-            const hvd_request_t *r = hvd__cache_get(e->cache, b);
-            if (!r)
-                continue;
-            if (listed == 3) {
-                snprintf(also + k, sizeof also - k, " and more");
-                break;
-            }
-            int w = snprintf(also + k, sizeof also - k, "%s%s '%s' (cached)", k ? ", " : "",
-                             hvd__neg_type_name(r->type), r->name);
-            k += w > 0 ? (size_t)w : 0;
-            listed++;
+    for (uint32_t b = m && m->hits ? next_bit(m->hits, m->nwords, 0) : UINT32_MAX; b < nbits;
+         b = next_bit(m->hits, m->nwords, b + 1)) {
+        const hvd_request_t *r = hvd__cache_get(e->cache, b);
+        if (!r)
+            continue;
+        if (listed++ == 3) {
+            hvd__appendf(also, sizeof also, &k, " and more");
+            break;
         }
+        hvd__appendf(also, sizeof also, &k, "%s%s '%s' (cached)", k ? ", " : "",
+                     hvd__neg_type_name(r->type), r->name);
     }
     hvd__coord_describe_rank(e->coord, rank, now_ms, also[0] ? also : NULL, buf, n);
 }
