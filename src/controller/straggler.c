@@ -122,6 +122,18 @@ void hvd__straggler_arrive(hvd_straggler_t *s, const char *name, int rank, int64
         p->arrived_us[rank] = now_us;
 }
 
+/* p leaves the pending names (the last one takes its place). */
+static void drop(hvd_straggler_t *s, pending_t *p) {
+    pending_free(p);
+    *p = s->pending[--s->npending];
+}
+
+void hvd__straggler_forget(hvd_straggler_t *s, const char *name) {
+    pending_t *p = find(s, name, hash_of(name));
+    if (p)
+        drop(s, p);
+}
+
 size_t hvd__straggler_pending(const hvd_straggler_t *s) {
     return s->npending;
 }
@@ -195,8 +207,7 @@ int hvd__straggler_done(hvd_straggler_t *s, const char *name, char *msg, size_t 
             if (last >= 0 && latest > first)
                 s->last[last]++;
         }
-        pending_free(p);
-        *p = s->pending[--s->npending];
+        drop(s, p);
     }
     if (!s->marker) {
         s->marker = strdup(name);

@@ -29,6 +29,9 @@ void hvd__straggler_arrive(hvd_straggler_t *s, const char *name, int rank, int64
  * a window of steps: its report is in msg (n bytes), and the window starts again. */
 int hvd__straggler_done(hvd_straggler_t *s, const char *name, char *msg, size_t n);
 
+/* name failed (or will never be agreed): it leaves the tracking and counts for nothing. */
+void hvd__straggler_forget(hvd_straggler_t *s, const char *name);
+
 /* Names being tracked now (arrived at by some rank, not agreed yet). */
 size_t hvd__straggler_pending(const hvd_straggler_t *s);
 

@@ -444,9 +444,11 @@ static void straggler_agreed(hvd_engine_t *e, const hvd_response_list_t *resp) {
     char msg[2048];
     for (uint32_t k = 0; k < resp->count; k++) {
         const hvd_response_t *r = &resp->items[k];
-        if (r->type == HVD_RESP_ERROR || r->type == HVD_REQ_JOIN)
-            continue;
         for (uint32_t i = 0; i < r->nnames; i++) {
+            if (r->type == HVD_RESP_ERROR) { /* (or it would stay pending for good) */
+                hvd__straggler_forget(e->strag, r->names[i]);
+                continue;
+            }
             if (!hvd__straggler_done(e->strag, r->names[i], msg, sizeof msg))
                 continue;
             HVD_LOG_W("%s", msg);

@@ -1,7 +1,8 @@
 /* The straggler report: each rank's lateness behind the first to arrive at a name, the rank
  * alone in arriving last, a report every window of steps (a step: the first name agreed
  * comes round again) and a fresh window after it; ties name no rank; a name one rank alone
- * arrived at counts for nothing; arrivals after the first of a rank change nothing. */
+ * arrived at, or one that failed, counts for nothing; arrivals after the first of a rank
+ * change nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,6 +78,17 @@ static void test_ties_and_lone_arrivals_name_no_one(void **state) {
     assert_non_null(strstr(msg, "(2 collectives): no rank came last alone"));
     hvd__straggler_arrive(s, "z", 7, 1); /* a rank outside the job: ignored */
     assert_int_equal(hvd__straggler_pending(s), 0);
+    /* a name that failed is forgotten, never counted */
+    hvd__straggler_arrive(s, "f", 0, 200);
+    hvd__straggler_arrive(s, "f", 1, 900);
+    assert_int_equal(hvd__straggler_pending(s), 1);
+    hvd__straggler_forget(s, "f");
+    hvd__straggler_forget(s, "never.seen");
+    assert_int_equal(hvd__straggler_pending(s), 0);
+    hvd__straggler_arrive(s, "m", 0, 1000);
+    hvd__straggler_arrive(s, "m", 1, 1000);
+    assert_true(hvd__straggler_done(s, "m", msg, sizeof msg));
+    assert_non_null(strstr(msg, "(1 collectives): no rank came last alone"));
     hvd__straggler_destroy(s);
     assert_int_equal(hvd__straggler_create(0, NULL, 1, &s), HVD_ERR_INVALID_ARG);
     assert_int_equal(hvd__straggler_create(2, NULL, 0, &s), HVD_ERR_INVALID_ARG);
