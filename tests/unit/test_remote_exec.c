@@ -103,6 +103,24 @@ static void test_ssh_argv(void **state) {
     /* and nothing for the reachability check to do */
     const char *hosts[] = {"h2", "h3"};
     assert_int_equal(hvd__ssh_check_hosts(&srun, hosts, 2, 1, 0, -1, -1), HVD_OK);
+    /* an rsh agent (horovod.spark's): its words, the host, the command for its shell; no ssh
+     * option, and no check (it answers for its hosts) */
+    hvd_ssh_opts_t agent = {
+        .port = 2222, .connect_timeout_s = 7, .agent = " /venv/bin/python  -m horovod.spark.rsh"};
+    assert_int_equal(
+        hvd__ssh_argv_program(&agent, "h-0af3", "/opt/my hvd/horovodrun", "--internal-exec", &argv),
+        HVD_OK);
+    const char *want_agent[] = {"/venv/bin/python",
+                                "-m",
+                                "horovod.spark.rsh",
+                                "h-0af3",
+                                "'/opt/my hvd/horovodrun' --internal-exec",
+                                NULL};
+    expect_argv(argv, want_agent);
+    hvd__ssh_argv_free(argv);
+    assert_int_equal(hvd__ssh_check_hosts(&agent, hosts, 2, 1, 0, -1, -1), HVD_OK);
+    hvd_ssh_opts_t blank = {.agent = "  "};
+    assert_int_equal(hvd__ssh_argv(&blank, "h", "true", &argv), HVD_ERR_INVALID_ARG);
 }
 
 static void test_shell_quote(void **state) {

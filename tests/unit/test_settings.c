@@ -209,7 +209,7 @@ static void test_flag_exports(void **state) {
     /* launcher-side flags export nothing */
     NO_EXPORTS("-np 1 --verbose --disable-cache --start-timeout 5 --output-filename /tmp/o "
                "-p 2222 -i /k --network-interface lo --gloo --mpi-args=-x --binding-args=-y "
-               "--prefix-output-with-timestamp true");
+               "--prefix-output-with-timestamp --internal-rsh-agent /x true");
 }
 
 /* Every flag and alias of reference 1.1-1.10 (and hvd's own) is recognised and lands in
@@ -225,9 +225,11 @@ static void test_every_flag(void **state) {
                            "--min-np", "2", "--max-np", "4", "--slots-per-host", "2",
                            "--elastic-timeout", "9", "--reset-limit", "0",
                            "--blacklist-cooldown-range", "1", "3600", "--log-level", "ERROR",
-                           "--log-without-timestamp", "python", "train.py"),
+                           "--log-without-timestamp", "--internal-rsh-agent",
+                           "/py -m horovod.spark.rsh", "python", "train.py"),
                      HVD_OK);
     assert_int_equal(s.num_proc, 3);
+    assert_string_equal(s.rsh_agent, "/py -m horovod.spark.rsh");
     assert_true(s.disable_cache);
     assert_int_equal(s.start_timeout, 7);
     assert_int_equal(s.nic_count, 3);

@@ -121,7 +121,7 @@ static void job_hosts_fini(job_hosts_t *h) {
 }
 
 static hvd_status_t job_hosts_init(const hvd_slot_plan_t *plan, const hvd_netif_t *ifs, size_t n,
-                                   int verbose, job_hosts_t *h) {
+                                   int all_remote, int verbose, job_hosts_t *h) {
     size_t cap = plan->count ? plan->count : 1;
     *h = (job_hosts_t){.names = calloc(cap, sizeof *h->names),
                        .remote = calloc(cap, 1),
@@ -138,7 +138,8 @@ static hvd_status_t job_hosts_init(const hvd_slot_plan_t *plan, const hvd_netif_
             k++;
         if (k == h->count) {
             h->names[h->count] = name;
-            h->remote[h->count] = !hvd__netif_is_local_host(name, ifs, n);
+            /* (an rsh agent's host names are names only: its hosts are all elsewhere) */
+            h->remote[h->count] = all_remote || !hvd__netif_is_local_host(name, ifs, n);
             if (h->remote[h->count])
                 h->remote_names[h->nremote++] = name;
             h->count++;
@@ -158,7 +159,9 @@ static hvd_status_t job_hosts_init(const hvd_slot_plan_t *plan, const hvd_netif_
  * All hosts local: the user's interfaces (each must exist here), else the one holding
  * 127.0.0.1, as Horovod does; the store listens on loopback.
  * Remote hosts: the user's interfaces, else the one this machine uses to reach the first
- * remote host; the store is reached at this machine's address on that interface. */
+ * remote host; the store is reached at this machine's address on that interface. Hosts
+ * reached through an rsh agent have no address to route to: NIC discovery, which always runs
+ * for them, decides. */
 static hvd_status_t choose_network(const hvd_settings_t *s, const hvd_netif_t *ifs, size_t n,
                                    const char *first_remote, char *iface, size_t iface_size,
                                    char *all, size_t all_size, char driver_ip[16]) {
@@ -178,10 +181,16 @@ static hvd_status_t choose_network(const hvd_settings_t *s, const hvd_netif_t *i
         const hvd_netif_t *mine = hvd__netif_by_name(s->nics[0], ifs, n);
         if (!first_remote)
             snprintf(driver_ip, 16, "127.0.0.1");
+        else if (s->rsh_agent)
+            driver_ip[0] = '\0';
         else if (mine)
             snprintf(driver_ip, 16, "%s", mine->addr);
         else
             return hvd__socket_route_addr(first_remote, 22, driver_ip);
+        return HVD_OK;
+    }
+    if (first_remote && s->rsh_agent) {
+        iface[0] = driver_ip[0] = '\0';
         return HVD_OK;
     }
     if (first_remote) {
@@ -334,7 +343,8 @@ static hvd_ssh_opts_t ssh_opts(const hvd_settings_t *s, int via_srun) {
     return (hvd_ssh_opts_t){.port = s->ssh_port,
                             .identity = s->ssh_identity_file,
                             .connect_timeout_s = s->start_timeout,
-                            .srun = via_srun};
+                            .srun = via_srun,
+                            .agent = s->rsh_agent};
 }
 
 /* Start-up checks when some hosts are remote (reference 3.1 steps 2-5): ssh into each, then,
@@ -361,7 +371,8 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     int64_t now = (int64_t)time(NULL);
     const char *home = getenv("HOME");
     char dir[4096], *params = NULL;
-    if (!s->disable_cache && keyed && home && *home &&
+    /* (an agent's host names are not hosts a later launch would find again) */
+    if (!s->disable_cache && !ssh->agent && keyed && home && *home &&
         hvd__start_cache_default_dir(home, dir, sizeof dir) == HVD_OK &&
         hvd__start_cache_params(s->num_proc, all, s->ssh_port, s->ssh_identity_file,
                                 (const char *const *)s->nics, s->nic_count, &params) == HVD_OK &&
@@ -372,7 +383,7 @@ static hvd_status_t remote_checks(const hvd_settings_t *s, const job_hosts_t *jh
     int by_network = 0;
     for (size_t i = 0; i < s->nic_count; i++)
         by_network |= strchr(s->nics[i], '/') != NULL;
-    int discover = s->nic_count == 0 || by_network;
+    int discover = s->nic_count == 0 || by_network || ssh->agent;
     hvd_disc_result_t r;
     int have = discover && cache && hvd__start_cache_get_discovery(cache, all, now, &r) == HVD_OK;
     /* (srun has nothing to check, and nothing to remember for a later launch over ssh) */
@@ -439,7 +450,7 @@ static int check_network(const hvd_settings_t *s, const hvd_slot_plan_t *plan, i
     job_hosts_t jh = {0};
     hvd_status_t st = hvd__netif_list(&ifs, &nifs);
     if (st == HVD_OK)
-        st = job_hosts_init(plan, ifs, nifs, s->verbose, &jh);
+        st = job_hosts_init(plan, ifs, nifs, s->rsh_agent != NULL, s->verbose, &jh);
     free(ifs);
     if (st != HVD_OK) {
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
@@ -560,7 +571,7 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         fprintf(stderr, "horovodrun: %s\n", hvd_last_error());
         return EXIT_LAUNCH;
     }
-    st = job_hosts_init(plan, ifs, nifs, s->verbose, &jh);
+    st = job_hosts_init(plan, ifs, nifs, s->rsh_agent != NULL, s->verbose, &jh);
     if (st == HVD_OK)
         st = choose_network(s, ifs, nifs, jh.nremote ? jh.remote_names[0] : NULL, iface,
                             sizeof iface, nics, sizeof nics, driver_ip);
@@ -580,7 +591,10 @@ static int run_job(const hvd_settings_t *s, const hvd_host_list_t *hosts,
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0)
             exe[len] = '\0';
-        if (!getcwd(cwd, sizeof cwd))
+        /* (an agent's ranks run where its task runs: "" leaves them there) */
+        if (s->rsh_agent)
+            cwd[0] = '\0';
+        else if (!getcwd(cwd, sizeof cwd))
             snprintf(cwd, sizeof cwd, ".");
         fflush(stdout);
         /* a static launch starts each host's ranks through discovery's ssh session */

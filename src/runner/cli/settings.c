@@ -65,6 +65,7 @@ typedef enum {
     D_CONTROLLER,
     D_DRY_RUN,
     D_CHECK_NETWORK,
+    D_RSH_AGENT,
     D_HELP,
     D_HELP_ENV,
     D_COUNT
@@ -155,6 +156,7 @@ static const option_t options[] = {
     {{"--jsrun"}, D_CONTROLLER, K_CTRL, HVD_CONTROLLER_JSRUN, NULL},
     {{"--dry-run"}, D_DRY_RUN, K_TRUE, 0, NULL},
     {{"--check-network"}, D_CHECK_NETWORK, K_TRUE, 0, NULL},
+    {{"--internal-rsh-agent"}, D_RSH_AGENT, K_STR, 0, NULL},
     {{"-h", "--help"}, D_HELP, K_TRUE, 0, NULL},
     {{"--help-env"}, D_HELP_ENV, K_TRUE, 0, NULL},
 };
@@ -479,7 +481,7 @@ static hvd_status_t check_exclusive(const state_t *s, const match_t *m) {
 }
 
 static hvd_status_t parse_one(int argc, char **argv, int *i, state_t *s) {
-    match_t m;
+    match_t m = {0};
     hvd_status_t st = find_option(argv[*i], &m);
     if (st != HVD_OK)
         return st;
@@ -846,6 +848,7 @@ static void fill_settings(const state_t *s, const hvd_params_t *env, hvd_setting
     r->hosts = s->sval[D_HOSTS];
     r->hostfile = s->sval[D_HOSTFILE];
     r->discovery_script = s->sval[D_DISCOVERY];
+    r->rsh_agent = s->sval[D_RSH_AGENT];
     r->start_timeout = s->set[D_START_TIMEOUT] ? (int)s->ival[D_START_TIMEOUT] : env->start_timeout;
     r->output_dir = s->sval[D_OUTPUT];
     r->prefix_timestamp = s->given[D_PREFIX_TS];

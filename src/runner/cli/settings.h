@@ -61,10 +61,15 @@ typedef struct {
     size_t nic_count;        /* 0: discover the interfaces */
     int ssh_port;            /* -p/--ssh-port in [1, 65535]; 0: ssh's default */
     const char *ssh_identity_file; /* -i/--ssh-identity-file, or NULL */
-    hvd_controller_t controller;   /* --gloo/--mpi/--jsrun or the config's `controller` */
-    const char *mpi_args;          /* --mpi-args text for mpirun, or NULL */
-    const char *binding_args;      /* --binding-args text for mpirun, or NULL */
-    int tcp;                       /* --tcp (also exported as NCCL_IB_DISABLE=1) */
+    /* --internal-rsh-agent "PROGRAM [ARG...]" (words split at spaces), or NULL: reach every
+     * host through this program instead of ssh, as mpirun's plm_rsh_agent (horovod.spark's
+     * rsh, which runs the command in the host's Spark task). Host names are then only names
+     * (host hashes), never resolved; see ssh.h. Not in --help: for horovod.spark. */
+    const char *rsh_agent;
+    hvd_controller_t controller; /* --gloo/--mpi/--jsrun or the config's `controller` */
+    const char *mpi_args;        /* --mpi-args text for mpirun, or NULL */
+    const char *binding_args;    /* --binding-args text for mpirun, or NULL */
+    int tcp;                     /* --tcp (also exported as NCCL_IB_DISABLE=1) */
 
     /* Elastic. elastic is set by --min-np or --host-discovery-script (not by --max-np alone,
      * as in the reference); the other fields are parsed and checked in every mode. */

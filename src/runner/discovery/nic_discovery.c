@@ -149,7 +149,11 @@ static int check_tasks(void *arg, char *msg, size_t size) {
         hvd__spawn_describe_status(status, what, sizeof what);
         hvd__capture_last_line(t->tail, t->tail_len, line, sizeof line);
         snprintf(msg, size, "the task service on host %s (%s) ended with %s%s%s", t->host,
-                 r->cfg->remote[i] ? "over ssh" : "this machine", what, *line ? ": " : "", line);
+                 !r->cfg->remote[i]                  ? "this machine"
+                 : r->cfg->ssh && r->cfg->ssh->agent ? "through the rsh agent"
+                 : r->cfg->ssh && r->cfg->ssh->srun  ? "through srun"
+                                                     : "over ssh",
+                 what, *line ? ": " : "", line);
         return 1;
     }
     return 0;
@@ -324,7 +328,8 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                              "Waiting for the hosts to acknowledge.\n");
         st = hvd__driver_wait(d, deadline, check_tasks, &r, result_p);
         if (st == HVD_OK && cfg->ssh_check && cfg->verbose)
-            say(cfg->out_fd, cfg->ssh && cfg->ssh->srun
+            say(cfg->out_fd, cfg->ssh && cfg->ssh->agent ? "The rsh agent reached all the hosts.\n"
+                             : cfg->ssh && cfg->ssh->srun
                                  ? "srun reached all the remote hosts.\n"
                                  : "SSH was successful into all the remote hosts.\n");
         if (cfg->mesh && (st == HVD_OK || st == HVD_ERR_NOT_FOUND)) {

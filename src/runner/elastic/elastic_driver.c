@@ -242,7 +242,8 @@ static hvd_status_t add_slot(driver_t *d, const char *host, int local_rank, slot
         free(s);
         return st;
     }
-    s->remote = !hvd__netif_is_local_host(host, d->cfg->ifs, d->cfg->nifs);
+    s->remote = (d->cfg->workers->ssh && d->cfg->workers->ssh->agent) ||
+                !hvd__netif_is_local_host(host, d->cfg->ifs, d->cfg->nifs);
     pthread_mutex_lock(&d->beat_lock);
     if (d->nslots == d->slots_cap) {
         size_t cap = d->slots_cap ? 2 * d->slots_cap : 16;
@@ -331,7 +332,8 @@ static void keep_reachable(driver_t *d, hvd_host_list_t *list) {
         hvd_host_t *h = &list->hosts[i];
         struct reach *r = reach_of(d, h->name);
         if (r && !r->ok && r->retry_ms <= now) {
-            if (hvd__netif_is_local_host(h->name, d->cfg->ifs, d->cfg->nifs)) {
+            if ((d->cfg->workers->ssh && d->cfg->workers->ssh->agent) ||
+                hvd__netif_is_local_host(h->name, d->cfg->ifs, d->cfg->nifs)) {
                 r->ok = 1;
             } else {
                 const char *one[] = {h->name};

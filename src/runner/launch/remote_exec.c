@@ -367,7 +367,7 @@ int hvd__remote_exec_main(void) {
         return 126;
     }
     const char *home = getenv("HOME");
-    if (chdir(spec.cwd) != 0)
+    if (*spec.cwd && chdir(spec.cwd) != 0) /* ("": stay where the agent started us) */
         fprintf(stderr,
                 "horovodrun (on %s): cannot change to the launcher's directory %s (%s); the "
                 "command runs in %s\n",

@@ -60,8 +60,39 @@ void hvd__ssh_argv_free(char **argv) {
     free(argv);
 }
 
+/* The agent's words, then host and remote_command. */
+static hvd_status_t agent_argv(const char *agent, const char *host, const char *remote_command,
+                               char ***argv_p) {
+    size_t words = 0;
+    for (const char *c = agent; *c; c++)
+        words += *c != ' ' && (c == agent || c[-1] == ' ');
+    if (words == 0)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "the rsh agent '%s' names no program", agent);
+    char **argv = calloc(words + 3, sizeof *argv);
+    size_t n = 0;
+    int failed = !argv;
+    for (const char *c = agent; !failed && *c;) {
+        size_t len = strcspn(c, " ");
+        if (len)
+            failed |= !(argv[n++] = strndup(c, len));
+        c += len + (c[len] == ' ');
+    }
+    if (!failed)
+        failed |= !(argv[n++] = strdup(host));
+    if (!failed)
+        failed |= !(argv[n++] = strdup(remote_command));
+    if (failed) {
+        hvd__ssh_argv_free(argv);
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory building an rsh agent command");
+    }
+    *argv_p = argv;
+    return HVD_OK;
+}
+
 hvd_status_t hvd__ssh_argv(const hvd_ssh_opts_t *opts, const char *host, const char *remote_command,
                            char ***argv_p) {
+    if (opts && opts->agent)
+        return agent_argv(opts->agent, host, remote_command, argv_p);
     char *v[32];
     size_t n = 0;
     v[n++] = strdup("ssh");
@@ -297,7 +328,7 @@ static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline
 hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const *hosts,
                                   size_t count, int timeout_s, int verbose, int out_fd,
                                   int err_fd) {
-    if (count == 0 || (opts && opts->srun))
+    if (count == 0 || (opts && (opts->srun || opts->agent)))
         return HVD_OK;
     if (verbose)
         say(out_fd, "Checking ssh on all remote hosts.\n");

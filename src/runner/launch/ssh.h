@@ -30,6 +30,11 @@ typedef struct {
      * --ntasks=1 --nodelist=HOST --overlap ...` instead of ssh, a step of the allocation with
      * the same stdin/stdout channel; no reachability check (Slurm vouches for its nodes). */
     int srun;
+    /* A program that stands in for ssh (horovodrun --internal-rsh-agent: horovod.spark's rsh):
+     * its words, split at spaces, then the host and the remote command, as mpirun runs its
+     * plm_rsh_agent. None of ssh's options, and no reachability check: the agent answers for
+     * its hosts. NULL: ssh (or srun). */
+    const char *agent;
 } hvd_ssh_opts_t;
 
 /* argv for `ssh <options> host remote_command` (NULL-terminated, malloc'd; free with

@@ -218,10 +218,21 @@ int hvd__workers_excluded_name(const char *name, size_t len) {
            (len == strlen(HVD_SECRET_ENV) && memcmp(name, HVD_SECRET_ENV, len) == 0);
 }
 
+/* Under an rsh agent the ranks run in another program's environment (a Spark task's: its
+ * PATH, PYTHONPATH, JAVA_HOME...), which the launcher's must not overwrite: only the job's
+ * own variables go, those named HOROVOD_* or HVD_*. */
+static int not_job_variable(const char *name, size_t len) {
+    return hvd__workers_excluded_name(name, len) ||
+           !((len >= 9 && memcmp(name, "HOROVOD_", 8) == 0) ||
+             (len >= 5 && memcmp(name, "HVD_", 4) == 0));
+}
+
 static hvd_status_t build_base_env(hvd_workers_t *w) {
     hvd_env_list_t *env = &w->base;
     hvd__env_list_init(env);
-    hvd_status_t st = hvd__env_list_set_entries(env, environ, hvd__workers_excluded_name);
+    int agent = w->cfg->ssh && w->cfg->ssh->agent;
+    hvd_status_t st = hvd__env_list_set_entries(
+        env, environ, agent ? not_job_variable : hvd__workers_excluded_name);
     if (st == HVD_OK && w->cfg->exports)
         st = hvd__env_list_merge(env, w->cfg->exports);
     for (size_t i = 0; i < sizeof slot_names / sizeof slot_names[0]; i++)
