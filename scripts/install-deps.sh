@@ -11,17 +11,18 @@ set -euo pipefail
 # Two names below differ between Debian 12 (bookworm) and 13 (trixie); the others are the same.
 # - libclang-rt-N-dev holds libFuzzer for clang N: bookworm's clang is 14, trixie's is 19 (and
 #   trixie has no libclang-rt-14-dev).
+# - Java for pyspark: bookworm's is 17, trixie's 21 (Spark 3.5 runs on both).
 # - libpmix2 became libpmix2t64 in trixie (the 64-bit time_t transition). libpmix2 is only a
 #   name libpmix2t64 provides there, which dpkg-query never reports installed, so asking for it
 #   would run apt on every call.
 debian_major=$(cut -d. -f1 /etc/debian_version 2>/dev/null || true)
 case $debian_major in
-  12) clang_rt=libclang-rt-14-dev pmix2=libpmix2 ;;
-  13) clang_rt=libclang-rt-19-dev pmix2=libpmix2t64 ;;
+  12) clang_rt=libclang-rt-14-dev pmix2=libpmix2 jre=openjdk-17-jre-headless ;;
+  13) clang_rt=libclang-rt-19-dev pmix2=libpmix2t64 jre=openjdk-21-jre-headless ;;
   *)
     echo "install-deps: warning: /etc/debian_version is '${debian_major:-?}', not Debian 12 or" \
       "13; trying Debian 12's package names" >&2
-    clang_rt=libclang-rt-14-dev pmix2=libpmix2
+    clang_rt=libclang-rt-14-dev pmix2=libpmix2 jre=openjdk-17-jre-headless
     ;;
 esac
 
@@ -53,6 +54,7 @@ packages=(
   python3-mpi4py                     # hvd.init(comm=...) with an MPI communicator
   python3-pip python3-venv           # pip install . into a venv (the Quick start, e2e.pip)
   python3-setuptools python3-wheel   # what setup.py builds with, and pip wheel .
+  "$jre"                             # pyspark (horovod.spark's tests run a real Spark)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(
@@ -132,4 +134,18 @@ else
   # (pip's notes about find-links folders that hold no such package are noise)
   $sudo "$torch_venv/bin/pip" install -q "${torch_pins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
   "$torch_venv/bin/python" -c 'import torch, mpi4py; print("install-deps: torch", torch.__version__)'
+fi
+
+# pyspark from PyPI into the same venv, for horovod.spark and its tests: a whole Spark (local,
+# local-cluster and standalone masters and workers) in one package, on the Java above.
+# Horovod 0.28.1 supports Spark 3.x, so the comparison with it runs on this one too.
+pyspark_pin=pyspark==3.5.3
+if [[ ${HVD_NO_TORCH_VENV:-0} != 1 ]]; then
+  if "$torch_venv/bin/python" -c 'import pyspark; assert pyspark.__version__ == "3.5.3"' 2>/dev/null; then
+    echo "install-deps: $torch_venv has $pyspark_pin"
+  else
+    echo "install-deps: installing $pyspark_pin into $torch_venv"
+    $sudo "$torch_venv/bin/pip" install -q "$pyspark_pin" 2>&1 | grep -v "^WARNING: Location" || true
+    "$torch_venv/bin/python" -c 'import pyspark; print("install-deps: pyspark", pyspark.__version__)'
+  fi
 fi
