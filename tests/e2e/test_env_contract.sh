@@ -80,4 +80,29 @@ for np in 1 2 3 7; do
     expect_contains "hello np=$np rank $r" "$OUT" "[$r]<stdout>:hello from rank $r of $np "
   done
 done
+
+# Through an rsh agent (horovod.spark's way in): the host names are only names (never
+# resolved: these are not hosts anywhere), every host is reached through the agent with its
+# command, and the ranks keep the agent's environment: only the job's HOROVOD_* and HVD_*
+# variables come from horovodrun's (E2E_OTHER_VAR stays behind), and they run in the agent's
+# working directory.
+agent_dir=$(mktemp -d)
+trap 'rm -rf "$agent_dir"' EXIT
+cat >"$agent_dir/agent" <<'AGENT'
+#!/bin/sh
+# agent HOST COMMAND: run COMMAND here, in this directory, with the "host's" environment
+echo "$1" >>"$(dirname "$0")/hosts"
+cd "$(dirname "$0")" && HVD_E2E_HOST_VAR="on-$1" exec env -u E2E_OTHER_VAR /bin/sh -c "$2"
+AGENT
+chmod +x "$agent_dir/agent"
+E2E_OTHER_VAR=launcher HOROVOD_E2E_JOB=job HVD_E2E_JOB=job2 run_hvd -np 3 \
+  -H host-0a1b:2,host-2c3d:1 --internal-rsh-agent "$agent_dir/agent" \
+  sh -c 'echo "$HOROVOD_HOSTNAME/$HOROVOD_LOCAL_RANK ${HVD_E2E_HOST_VAR:-none} ${E2E_OTHER_VAR:-none} $HOROVOD_E2E_JOB $HVD_E2E_JOB $(pwd)"'
+expect_eq "agent exit code" 0 "$RC"
+expect_contains "agent rank 0" "$OUT" "[0]<stdout>:host-0a1b/0 on-host-0a1b none job job2 $agent_dir"
+expect_contains "agent rank 1" "$OUT" "[1]<stdout>:host-0a1b/1 on-host-0a1b none job job2 $agent_dir"
+expect_contains "agent rank 2" "$OUT" "[2]<stdout>:host-2c3d/0 on-host-2c3d none job job2 $agent_dir"
+# each host reached once: its NIC discovery task service's session goes on to start its ranks
+expect_eq "agent calls" "host-0a1b host-2c3d" \
+  "$(sort "$agent_dir/hosts" | tr '\n' ' ' | sed 's/ $//')"
 pass

@@ -9,7 +9,7 @@
 # example, a script written like Horovod's pytorch_mnist.py) from one pytest process,
 # test_elastic.py elastic jobs (workers killed and added, the elastic example),
 # test_dist_jobs.py whole DDP and torchrun jobs, test_torch2.py what torch 2 adds (FSDP,
-# DTensor, distributed checkpoints, torch.compile).
+# DTensor, distributed checkpoints, torch.compile), test_spark.py horovod.spark on pyspark.
 if(NOT HVD_PYTHON_BUILT)
   return()
 endif()
@@ -69,15 +69,16 @@ def ok(m):
         return 1
     except Exception:
         return 0
-print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), sep=';')"
+print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), ok('pyspark'), sep=';')"
     OUTPUT_VARIABLE probe OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   list(LENGTH probe probe_n)
-  if(NOT probe_n EQUAL 3)
-    set(probe "0;0;0")
+  if(NOT probe_n EQUAL 4)
+    set(probe "0;0;0;0")
   endif()
   list(GET probe 0 torch_major)
   list(GET probe 1 has_vision)
   list(GET probe 2 has_mpi4py)
+  list(GET probe 3 has_pyspark)
   set(deselect "")
   if(NOT has_vision)
     message(STATUS "${py}: no torchvision: ${prefix}.jobs_training leaves out the "
@@ -163,10 +164,34 @@ print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), sep=';')
     set(training_tests ${prefix}.jobs_training ${prefix}.elastic_example)
   endif()
 
-  set(all ${ranks_tests} ${torchrun_tests} ${job_tests} ${training_tests})
+  # horovod.spark on a real Spark (tests/python/test_spark.py): local[3,2] (one executor in
+  # this JVM, a failed task tried twice) and local-cluster (two executors, JVMs of their own).
+  # The plain pass only: a JVM does not run under the sanitizer's preloaded runtime.
+  set(spark_tests)
+  if(NOT has_pyspark)
+    message(STATUS "${py}: no pyspark: no ${prefix}.spark_*")
+  elseif(NOT HVD_SANITIZE)
+    add_test(NAME ${prefix}.spark_local
+             COMMAND ${pytest} ${PROJECT_SOURCE_DIR}/tests/python/test_spark.py)
+    add_test(NAME ${prefix}.spark_cluster
+             COMMAND ${pytest} ${PROJECT_SOURCE_DIR}/tests/python/test_spark.py)
+    set(spark_tests ${prefix}.spark_local ${prefix}.spark_cluster)
+    set_tests_properties(${spark_tests} PROPERTIES TIMEOUT 600 COST 60)
+  endif()
+
+  set(all ${ranks_tests} ${torchrun_tests} ${job_tests} ${training_tests} ${spark_tests})
   set_tests_properties(${all} PROPERTIES ENVIRONMENT "${HVD_PY_ENV}" LABELS python)
+  if(spark_tests)
+    set_tests_properties(${prefix}.spark_local PROPERTIES
+                         ENVIRONMENT "${HVD_PY_ENV};SPARK_MASTER=local[3,2]")
+    set_tests_properties(${prefix}.spark_cluster PROPERTIES
+                         ENVIRONMENT "${HVD_PY_ENV};SPARK_MASTER=local-cluster[2,1,1024]")
+  endif()
   if(mode STREQUAL "both")
     set_tests_properties(${torchrun_tests} ${job_tests} PROPERTIES LABELS "python;sanitize_once")
+    if(spark_tests)
+      set_tests_properties(${spark_tests} PROPERTIES LABELS "python;plain_once")
+    endif()
   elseif(mode STREQUAL "plain")
     set_tests_properties(${all} PROPERTIES LABELS "python;plain_once")
   else()

@@ -35,6 +35,19 @@ def _final_rank(rank):
     return rank
 
 
+def _report(rank, e, prefix=""):
+    """The exception, its type and the traceback to the driver, which raises them there."""
+    kind = type(e)
+    chan = _connect()
+    chan.send_json(wire.ERROR, {
+        "rank": rank, "host": socket.gethostname(),
+        "type": kind.__name__ if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}",
+        "message": prefix + str(e), "traceback": traceback.format_exc()})
+    chan.recv(timeout=CONNECT_S)
+    chan.close()
+
+
 def main():
     rank = int(os.environ.get("HOROVOD_RANK", "0"))
     chan = _connect()
@@ -44,22 +57,19 @@ def main():
     if kind != wire.CODE:
         sys.exit(f"horovod.spark: rank {rank}: the driver sent no function")
     from horovod.spark.pickle import cloudpickle
-    fn, args, kwargs = cloudpickle.loads(code)
+    try:
+        fn, args, kwargs = cloudpickle.loads(code)
+    except Exception as e:  # noqa: BLE001
+        _report(rank, e, "cannot load the function here (is every module it uses importable "
+                         "on the executors?): ")
+        raise
     try:
         result = fn(*args, **kwargs)
     except BaseException as e:  # noqa: BLE001 (every failure goes back to the driver)
         if isinstance(e, SystemExit) and not e.code:
             result = None
         else:
-            chan = _connect()
-            kind = type(e)
-            chan.send_json(wire.ERROR, {
-                "rank": rank, "host": socket.gethostname(),
-                "type": kind.__name__ if kind.__module__ == "builtins"
-                else f"{kind.__module__}.{kind.__qualname__}",
-                "message": str(e), "traceback": traceback.format_exc()})
-            chan.recv(timeout=CONNECT_S)
-            chan.close()
+            _report(rank, e)
             raise
     payload = cloudpickle.dumps(result)
     chan = _connect()

@@ -30,6 +30,9 @@ log = logging.getLogger("horovod.spark")
 _job_ids = itertools.count()
 # After the job ends, how long the Spark job has to wind down before it is cancelled.
 SPARK_WIND_DOWN_S = 30.0
+CANCEL_WAIT_S = 5.0
+# How long a failed job's cause may take to reach the driver service after horovodrun ended.
+LOSS_SETTLE_S = 1.0
 START_TIMEOUT_MESSAGE = (
     "Timed out waiting for {activity}. Please check that you have enough resources to run all "
     "Horovod processes. Each Horovod process runs in a Spark task. You may need to increase the "
@@ -106,12 +109,16 @@ class _SparkJob:
         return lines[0] if lines else type(self.error).__name__
 
     def end(self, cancel):
+        """Wait for the job's end (its tasks were told DONE or ABORT); cancel it first after a
+        failure. A barrier job still waiting for enough slots cannot be cancelled (Spark
+        retries it unsubmitted): it is left to fail on its own, its tasks finding the driver
+        service closed."""
         if cancel:
             self.sc.cancelJobGroup(self.group)
-        self._thread.join(SPARK_WIND_DOWN_S)
-        if self._thread.is_alive():
+        self._thread.join(CANCEL_WAIT_S if cancel else SPARK_WIND_DOWN_S)
+        if self._thread.is_alive() and not cancel:
             self.sc.cancelJobGroup(self.group)
-            self._thread.join(SPARK_WIND_DOWN_S)
+            self._thread.join(CANCEL_WAIT_S)
 
 
 class _Horovodrun:
@@ -203,6 +210,12 @@ def _job_env(driver, secret, env):
 
 
 def _failure(driver, hrun, code):
+    # (horovodrun may see a host's session end a moment before the driver sees that host's
+    # task connection end: both are the same loss, and the task's is the first cause)
+    deadline = time.monotonic() + LOSS_SETTLE_S
+    while (driver.first_error() is None and driver.first_lost() is None
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
     err = driver.first_error()
     if err is not None:
         return (f"{format_rank_error(err)}\n\nRemote traceback (rank {err.get('rank')}):\n"

@@ -1267,7 +1267,9 @@ void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
         say(fd, "horovodrun: rank %d wrote nothing to stderr.\n", r->slot.rank);
     }
     if (r->s && (r->s->err.tail_count || r->s->err.tail_cr)) {
-        say(fd, "horovodrun: last lines of the ssh session to %s:\n", r->s->host);
+        const hvd_ssh_opts_t *via = w->cfg->ssh;
+        say(fd, "horovodrun: last lines of the %s session to %s:\n",
+            via && via->agent ? "rsh agent's" : via && via->srun ? "srun" : "ssh", r->s->host);
         hvd__output_stream_write_tail(&r->s->err, fd, "    ");
     }
 }

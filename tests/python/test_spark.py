@@ -1,0 +1,197 @@
+"""horovod.spark.run on a real Spark (pyspark from PyPI): the results in rank order, the ranks'
+environment and placement, and each failure the issue lists: fn raising on one rank, a rank's
+process killed, a task's Python worker killed (its executor lost) with Spark retrying the
+barrier stage, and too few slots. SPARK_MASTER picks the master (local[3,2] by default: three
+slots, and a failed task tried twice, so that Spark does retry; local-cluster[2,1,1024] runs
+every executor in a JVM of its own)."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+import horovod.spark  # noqa: E402
+
+MASTER = os.environ.get("SPARK_MASTER", "local[3,2]")
+
+# The ranks cannot import this test module: its functions travel by value, as a notebook's do.
+from pyspark import cloudpickle  # noqa: E402
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+    # the executors' Python is this one (the default would be the python3 on PATH)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master(MASTER).appName("hvd-test-spark")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.executor.memory", "512m")
+               .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _no_job_processes_left(marker, within=10.0):
+    """No process whose environment carries marker (a job's ranks, supervisors, task
+    services) is left within `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        left = []
+        for env in glob.glob("/proc/[0-9]*/environ"):
+            try:
+                with open(env, "rb") as f:
+                    if marker.encode() in f.read():
+                        left.append(env.split("/")[2])
+            except OSError:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def test_no_spark_context():
+    """(First in the file: the module's Spark session starts with the first test that uses it.)"""
+    assert pyspark.SparkContext._active_spark_context is None
+    with pytest.raises(Exception, match="Could not find an active SparkContext"):
+        horovod.spark.run(_allreduce_fn, num_proc=1)
+
+
+def _allreduce_fn(scale):
+    import socket
+    import horovod.torch as hvd
+    import torch
+    hvd.init()
+    total = hvd.allreduce(torch.full((3,), float(hvd.rank() + 1)) * scale, op=hvd.Sum)
+    return {"rank": hvd.rank(), "size": hvd.size(), "local_rank": hvd.local_rank(),
+            "local_size": hvd.local_size(), "sum": total.tolist(),
+            "env": os.environ.get("HVD_TEST_VAR"), "cwd": os.getcwd(),
+            "hostname": socket.gethostname(), "pid": os.getpid()}
+
+
+def test_run_returns_results_in_rank_order(spark):
+    results = horovod.spark.run(_allreduce_fn, args=(2.0,), num_proc=2,
+                                env={"HVD_TEST_VAR": "from-env"})
+    assert [r["rank"] for r in results] == [0, 1]
+    for r in results:
+        assert r["size"] == 2
+        assert r["sum"] == [6.0, 6.0, 6.0]  # (1 + 2) * 2
+        assert r["env"] == "from-env"  # env= reaches the ranks
+        assert r["pid"] != os.getpid()
+    if MASTER.startswith("local["):  # one executor: one host, local ranks 0 and 1
+        assert [(r["local_rank"], r["local_size"]) for r in results] == [(0, 2), (1, 2)]
+
+
+def _marked_fn(tag_dir, how):
+    """Leaves a file per call, then fails as `how` says on rank 1 (or kills rank 0's Spark
+    task's Python worker for how == 'kill_task')."""
+    import horovod.torch as hvd
+    hvd.init()
+    rank = hvd.rank()
+    with open(os.path.join(tag_dir, f"call.{rank}.{os.getpid()}"), "w"):
+        pass
+    if how == "raise" and rank == 1:
+        raise ValueError(f"boom on rank {rank}")
+    if how == "kill_rank" and rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "kill_task" and rank == 0:
+        pid = os.getppid()
+        while pid > 1:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd:
+                os.kill(pid, signal.SIGKILL)  # this rank's Spark task (a PySpark worker)
+                break
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    hvd.allreduce(__import__("torch").zeros(1), name="wait_for_all")
+    time.sleep(60)  # (the others wait to be ended)
+    return rank
+
+
+def _calls(tag_dir):
+    return sorted(name.split(".")[1] for name in os.listdir(tag_dir))
+
+
+def test_fn_raising_names_rank_type_message_and_traceback(spark, tmp_path):
+    marker = f"HVD_TEST_MARK={tmp_path.name}"
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run(_marked_fn, args=(str(tmp_path), "raise"), num_proc=2,
+                          env={"HVD_TEST_MARK": tmp_path.name})
+    text = str(info.value)
+    assert "rank 1 (host " in text
+    assert "raised ValueError: boom on rank 1" in text
+    assert "Remote traceback" in text and "_marked_fn" in text
+    assert time.monotonic() - t0 < 40
+    assert _calls(tmp_path) == ["0", "1"]  # fn ran once per rank
+    assert _no_job_processes_left(marker) == []
+
+
+def test_rank_killed_fails_within_seconds(spark, tmp_path):
+    marker = f"HVD_TEST_MARK={tmp_path.name}"
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_rank"), num_proc=2,
+                          env={"HVD_TEST_MARK": tmp_path.name})
+    text = str(info.value)
+    assert "rank 1 (host " in text and "signal 9" in text, text
+    assert time.monotonic() - t0 < 40
+    assert _no_job_processes_left(marker) == []
+
+
+def test_lost_task_fails_job_and_retry_does_not_rerun_fn(spark, tmp_path):
+    marker = f"HVD_TEST_MARK={tmp_path.name}"
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_task"), num_proc=2,
+                          env={"HVD_TEST_MARK": tmp_path.name})
+    text = str(info.value)
+    assert "Spark task" in text and "was lost while the job ran" in text, text
+    assert time.monotonic() - t0 < 40
+    assert _no_job_processes_left(marker) == []
+    # (Spark retried the barrier stage; the new attempts were refused: no second call)
+    time.sleep(2)
+    assert _calls(tmp_path) == ["0", "1"]
+
+
+def test_too_few_slots_times_out_with_horovods_message(spark):
+    slots = spark.sparkContext.defaultParallelism
+    t0 = time.monotonic()
+    with pytest.raises(horovod.spark.TimeoutException) as info:
+        horovod.spark.run(_allreduce_fn, args=(1.0,), num_proc=slots + 1, start_timeout=3)
+    assert str(info.value).startswith(
+        "Timed out waiting for Spark tasks to start. Please check that you have enough "
+        "resources to run all Horovod processes.")
+    assert time.monotonic() - t0 < 20
+    # the Spark job was cancelled: the next job runs
+    assert [r["rank"] for r in horovod.spark.run(_allreduce_fn, args=(1.0,), num_proc=1)] == [0]
+
+
+def test_secret_is_not_in_any_argv(spark, tmp_path):
+    """While a job runs, no process's command line holds the job's secret (every horovod.spark
+    process gets it in its environment)."""
+    def fn(out):
+        import horovod.torch as hvd
+        hvd.init()
+        if hvd.rank() == 0:
+            secret = os.environ["HVD_SPARK_SECRET"]
+            found = []
+            for path in glob.glob("/proc/[0-9]*/cmdline"):
+                try:
+                    with open(path, "rb") as f:
+                        if secret.encode() in f.read():
+                            found.append(path)
+                except OSError:
+                    pass
+            return found
+        return []
+    assert horovod.spark.run(fn, args=(str(tmp_path),), num_proc=2) == [[], []]
