@@ -195,3 +195,62 @@ def test_secret_is_not_in_any_argv(spark, tmp_path):
             return found
         return []
     assert horovod.spark.run(fn, args=(str(tmp_path),), num_proc=2) == [[], []]
+
+
+def _elastic_fn(tag_dir, steps_after_rejoin):
+    """Trains with hvd.elastic; the first time rank 1 reaches step 20 of a 2-rank round, it
+    kills its Spark task's Python worker (its executor lost). Rank 0 goes on alone from the
+    last commit until Spark's retry of the task rejoins, then both run steps_after_rejoin more
+    steps together."""
+    import horovod.torch as hvd
+    import torch
+    hvd.init()
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    state = hvd.elastic.TorchState(model=model, optimizer=opt, step=0, alone=0, together=0)
+    killed = os.path.join(tag_dir, "killed")
+
+    @hvd.elastic.run
+    def train(state):
+        deadline = time.monotonic() + 120
+        while state.together < steps_after_rejoin and time.monotonic() < deadline:
+            hvd.allreduce(torch.ones(1), name="step")
+            state.step += 1
+            if hvd.size() == 1:
+                state.alone += 1
+            elif state.alone:
+                state.together += 1
+            state.commit()
+            if hvd.size() == 2 and hvd.rank() == 1 and state.step == 20 and \
+                    not os.path.exists(killed):
+                open(killed, "w").close()
+                _kill_own_task()
+            time.sleep(0.02)
+        return {"size": hvd.size(), "step": state.step, "alone": state.alone,
+                "together": state.together}
+
+    return train(state)
+
+
+def _kill_own_task():
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+        if b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd:
+            os.kill(pid, signal.SIGKILL)
+            return
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_run_elastic_survives_a_lost_task_and_takes_it_back(spark, tmp_path):
+    results = horovod.spark.run_elastic(_elastic_fn, args=(str(tmp_path), 10), num_proc=2,
+                                        min_num_proc=1, max_num_proc=2, start_timeout=60)
+    assert os.path.exists(tmp_path / "killed")
+    assert len(results) == 2, results
+    for r in results:
+        assert r["size"] == 2  # the lost task's retry came back
+        assert r["alone"] > 0  # rank 0 trained alone meanwhile
+        assert r["together"] >= 10
+        assert r["step"] >= 20 + r["alone"]  # from the last commit on, no step lost

@@ -28,6 +28,9 @@ from horovod.spark.wire import WireError
 
 # After SIGTERM, how long a command's process group has before SIGKILL.
 KILL_GRACE_S = 5.0
+# Elastic: how long a task whose ranks ended waits for the job's DONE before it fails (so that
+# Spark starts it again as a new host). Pings come every 2 s, so it fails within 5-7 s.
+ELASTIC_DONE_GRACE_S = 5.0
 CHUNK = 65536
 
 
@@ -70,6 +73,9 @@ class Command:
     def __init__(self, msg, secret):
         self.msg = msg
         self.secret = secret
+        self.argv = command_argv(msg["command"])
+        # a host's rank supervisor (horovodrun --internal-exec), not its discovery task service
+        self.supervises_ranks = self.argv[1:2] == ["--internal-exec"]
         self.proc = None
         self.exit_code = None
         self.done = threading.Event()
@@ -98,7 +104,7 @@ class Command:
         env["HVD_SPARK_PYTHON"] = sys.executable
         env["HOROVOD_SPARK_WORK_DIR"] = os.getcwd()
         try:
-            self.proc = subprocess.Popen(command_argv(self.msg["command"]), env=env,
+            self.proc = subprocess.Popen(self.argv, env=env,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
         except OSError as e:
@@ -198,6 +204,7 @@ def run_task(index, settings):
     chan.send_json(wire.REGISTER, {"index": index, "attempt": attempt, "host_hash": host_hash(salt),
                                    "hostname": socket.gethostname(), "pid": os.getpid()})
     command = None
+    ranks_ended = None  # (elastic) when this attempt's ranks ended
     try:
         kind, msg = chan.recv_json(timeout=SILENCE_S)
         if kind == wire.REFUSED:
@@ -211,11 +218,16 @@ def run_task(index, settings):
                 break
             elif kind == wire.ABORT:
                 raise RuntimeError(f"horovod.spark: the job failed: {msg.get('reason')}")
-            if (settings.elastic and command is not None and command.done.is_set()
-                    and command.exit_code != 0):
-                # (Spark starts the task again: it comes back as a new host)
-                raise RuntimeError(f"horovod.spark: task {index}: its command exited with "
-                                   f"{command.exit_code}")
+            if settings.elastic and command is not None and command.supervises_ranks and \
+                    command.done.is_set():
+                # This host's ranks ended. Unless the job is over (DONE follows at once), its
+                # worker failed or was dropped, and horovodrun will not use this host again:
+                # failing the task makes Spark start it again, as a new host (Horovod's way).
+                ranks_ended = ranks_ended or time.monotonic()
+                if time.monotonic() - ranks_ended > ELASTIC_DONE_GRACE_S:
+                    raise RuntimeError(f"horovod.spark: task {index}: its ranks ended (exit "
+                                       f"{command.exit_code}) and the job goes on: starting "
+                                       f"again as a new host")
     except WireError as e:
         raise RuntimeError(f"horovod.spark: task {index} lost the driver at "
                            f"{chan.peer[0]}:{chan.peer[1]}: {e}") from None
