@@ -127,6 +127,7 @@ def test(model, loader, sampler):
     if hvd.rank() == 0:
         print(f"test loss {loss / seen:.4f}, test accuracy {100 * correct / seen:.2f}% "
               f"({int(correct)} of {int(seen)} images)", flush=True)
+    return correct / seen
 
 
 def weights_digest(model):
@@ -142,8 +143,10 @@ def weights_digest(model):
     return h.hexdigest()
 
 
-def main():
-    args = parser.parse_args()
+def main(argv=None):
+    """Train; return the weights digest and the test accuracy (what horovod.spark.run hands
+    back from each rank: examples/spark/). argv: the flags (sys.argv's when None)."""
+    args = parser.parse_args(argv)
     hvd.init()
     torch.manual_seed(args.seed)
     # Ranks sharing a host share its cores: give each its part, as Horovod's docs advise.
@@ -179,10 +182,11 @@ def main():
               f"global batch {args.batch_size * hvd.size()}", flush=True)
     for epoch in range(1, args.epochs + 1):
         train(epoch, args, model, optimizer, train_loader, train_sampler)
-    test(model, test_loader, test_sampler)
+    accuracy = test(model, test_loader, test_sampler)
     digest = weights_digest(model)
     if hvd.rank() == 0:
         print(f"weights digest {digest[:16]} (the same on all {hvd.size()} ranks)", flush=True)
+    return {"weights_digest": digest, "test_accuracy": accuracy}
 
 
 if __name__ == "__main__":

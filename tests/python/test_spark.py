@@ -245,3 +245,25 @@ def test_run_elastic_survives_a_lost_task_and_takes_it_back(spark, tmp_path):
         assert r["alone"] > 0  # rank 0 trained alone meanwhile
         assert r["together"] >= 10
         assert r["step"] >= 20 + r["alone"]  # from the last commit on, no step lost
+
+
+def test_example_trains_with_horovodruns_weights(spark, tmp_path):
+    """examples/spark/ trains the Quick start's CNN through horovod.spark.run and ends with the
+    weights digest horovodrun's run of the same script ends with, at the same rank count."""
+    source = os.environ.get("HVD_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    sys.path.insert(0, os.path.join(source, "examples", "pytorch"))
+    try:
+        import pytorch_fashion_mnist as example
+    finally:
+        sys.path.pop(0)
+    cloudpickle.register_pickle_by_value(example)
+    flags = ["--epochs", "1", "--train-limit", "2000", "--test-limit", "500",
+             "--num-threads", "1"]
+    from horovod.runner import _horovodrun
+    out = subprocess.run([_horovodrun(), "-np", "2", sys.executable, example.__file__] + flags,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    want = [ln for ln in out.stdout.splitlines() if "weights digest" in ln][0].split()[2]
+    results = horovod.spark.run(example.main, args=(flags,), num_proc=2)
+    assert [r["weights_digest"][:16] for r in results] == [want, want]
+    assert results[0]["test_accuracy"] > 0.3  # (chance: 0.1)
