@@ -41,3 +41,12 @@ if(HVD_PYTHON_BUILT AND HVD_WITH_PYTORCH)
     SKIP_RETURN_CODE 77 RESOURCE_LOCK netbed_b COST 100
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};HVD_PYTHON=${HVD_PYTHON_EXECUTABLE}")
 endif()
+# horovod.spark on a Spark standalone cluster across two hosts (tests/netns/test_spark.sh):
+# the main interpreter's pyspark; a JVM does not run under the sanitizer's preloaded runtime,
+# and it is torch 2's, so the plain pass (plain_once).
+if(HVD_PYTHON_BUILT AND HVD_WITH_PYTORCH AND NOT HVD_SANITIZE)
+  add_test(NAME netns.spark COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_spark.sh)
+  set_tests_properties(netns.spark PROPERTIES TIMEOUT 400 LABELS "netns;python;plain_once"
+    SKIP_RETURN_CODE 77 RESOURCE_LOCK netbed_a COST 100
+    ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR};HVD_PYTHON=${HVD_PYTHON_EXECUTABLE}")
+endif()
