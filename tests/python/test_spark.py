@@ -267,3 +267,17 @@ def test_example_trains_with_horovodruns_weights(spark, tmp_path):
     results = horovod.spark.run(example.main, args=(flags,), num_proc=2)
     assert [r["weights_digest"][:16] for r in results] == [want, want]
     assert results[0]["test_accuracy"] > 0.3  # (chance: 0.1)
+
+
+def test_use_mpi_runs_the_ranks_under_mpirun_through_the_tasks(spark):
+    """use_mpi=True: Open MPI's mpirun starts its daemons through the Spark rsh (its
+    plm_rsh_agent), so the ranks run under orted in their Spark tasks' environment."""
+    import shutil
+    if not shutil.which("mpirun"):
+        pytest.fail("no mpirun (scripts/install-deps.sh installs Open MPI)")
+
+    def fn():
+        return (int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"]),
+                "HVD_SPARK_PYTHON" in os.environ, "HVD_TEST_VAR" in os.environ)
+    assert horovod.spark.run(fn, num_proc=2, use_mpi=True, env={"HVD_TEST_VAR": "1"}) == \
+        [(0, 2, True, True), (1, 2, True, True)]

@@ -374,6 +374,17 @@ static void test_command_open_mpi_full(void **state) {
     expect(&c, "mpirun --allow-run-as-root --tag-output -np 1 -H localhost:1 "
                "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib "
                "-mca plm_rsh_args \"-i /k\"      cmd arg1 arg2");
+    /* horovod.spark's rsh agent instead of ssh (its options then unused) */
+    c.rsh_agent = "/venv/bin/python -m horovod.spark.rsh";
+    expect(&c, "mpirun --allow-run-as-root --tag-output -np 1 -H localhost:1 "
+               "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib "
+               "-mca plm_rsh_agent \"/venv/bin/python -m horovod.spark.rsh\"      cmd arg1 arg2");
+    /* MPICH's launcher takes one program: refused, saying why */
+    c.impl = HVD_MPI_MPICH;
+    char *cmd = NULL;
+    assert_int_equal(hvd__mpi_command(&c, &cmd), HVD_ERR_INVALID_ARG);
+    assert_null(cmd);
+    assert_non_null(strstr(hvd_last_error(), "run with Open MPI's mpirun, or without MPI"));
 }
 
 static void test_command_quoting_and_secret(void **state) {

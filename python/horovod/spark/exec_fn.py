@@ -48,8 +48,16 @@ def _report(rank, e, prefix=""):
     chan.close()
 
 
+def _launch_rank():
+    """The rank horovodrun gave this process, or mpirun (use_mpi=True)."""
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
 def main():
-    rank = int(os.environ.get("HOROVOD_RANK", "0"))
+    rank = _launch_rank()
     chan = _connect()
     chan.send_json(wire.CODE_REQ, {"rank": rank})
     kind, code = chan.recv(timeout=CONNECT_S, max_len=wire.MAX_FRAME)

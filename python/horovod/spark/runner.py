@@ -297,10 +297,6 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, use_mpi=None,
         raise ValueError(f"nics must be a list or set of interface names, not {nics!r}")
     if use_mpi and use_gloo:
         raise ValueError("Argument use_gloo and use_mpi only allow one set True.")
-    if use_mpi:
-        raise ValueError("horovod.spark.run(use_mpi=True): this build does not yet hand the "
-                         "Spark rsh to mpirun; leave use_mpi unset (the ranks' collectives are "
-                         "hvd's own either way)")
 
     def horovodrun_args(driver, left):
         plan = driver.host_plan()

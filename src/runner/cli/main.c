@@ -253,7 +253,8 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
     hvd__env_list_init(&mpienv);
     char **names = NULL, **nics = NULL, *cmd = NULL;
     size_t n_names = 0, n_nics = 0;
-    hvd_status_t st = hvd__env_list_set_entries(&job, environ, hvd__workers_excluded_name);
+    hvd_status_t st = hvd__env_list_set_entries(
+        &job, environ, s->rsh_agent ? hvd__workers_not_job_variable : hvd__workers_excluded_name);
     if (st == HVD_OK)
         st = hvd__env_list_merge(&job, exports);
     if (st == HVD_OK) {
@@ -279,6 +280,7 @@ static hvd_status_t launch_mpi(const hvd_settings_t *s, const hvd_host_list_t *h
                                .hosts = hosts,
                                .ssh_port = s->ssh_port,
                                .ssh_identity = s->ssh_identity_file,
+                               .rsh_agent = s->rsh_agent,
                                .nics = (const char *const *)nics,
                                .nic_count = n_nics,
                                .nics_from_user = s->nic_count > 0,

@@ -218,10 +218,7 @@ int hvd__workers_excluded_name(const char *name, size_t len) {
            (len == strlen(HVD_SECRET_ENV) && memcmp(name, HVD_SECRET_ENV, len) == 0);
 }
 
-/* Under an rsh agent the ranks run in another program's environment (a Spark task's: its
- * PATH, PYTHONPATH, JAVA_HOME...), which the launcher's must not overwrite: only the job's
- * own variables go, those named HOROVOD_* or HVD_*. */
-static int not_job_variable(const char *name, size_t len) {
+int hvd__workers_not_job_variable(const char *name, size_t len) {
     return hvd__workers_excluded_name(name, len) ||
            !((len >= 9 && memcmp(name, "HOROVOD_", 8) == 0) ||
              (len >= 5 && memcmp(name, "HVD_", 4) == 0));
@@ -232,7 +229,7 @@ static hvd_status_t build_base_env(hvd_workers_t *w) {
     hvd__env_list_init(env);
     int agent = w->cfg->ssh && w->cfg->ssh->agent;
     hvd_status_t st = hvd__env_list_set_entries(
-        env, environ, agent ? not_job_variable : hvd__workers_excluded_name);
+        env, environ, agent ? hvd__workers_not_job_variable : hvd__workers_excluded_name);
     if (st == HVD_OK && w->cfg->exports)
         st = hvd__env_list_merge(env, w->cfg->exports);
     for (size_t i = 0; i < sizeof slot_names / sizeof slot_names[0]; i++)
@@ -1269,7 +1266,10 @@ void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
     if (r->s && (r->s->err.tail_count || r->s->err.tail_cr)) {
         const hvd_ssh_opts_t *via = w->cfg->ssh;
         say(fd, "horovodrun: last lines of the %s session to %s:\n",
-            via && via->agent ? "rsh agent's" : via && via->srun ? "srun" : "ssh", r->s->host);
+            via && via->agent  ? "rsh agent's"
+            : via && via->srun ? "srun"
+                               : "ssh",
+            r->s->host);
         hvd__output_stream_write_tail(&r->s->err, fd, "    ");
     }
 }

@@ -126,4 +126,9 @@ void hvd__workers_say(const hvd_workers_t *w, const char *fmt, ...)
  * BASH_FUNC_.*, OLDPWD and .*CUDA_VISIBLE_DEVICES (matched as re.match does), and an
  * inherited secret (each job has its own). name need not be NUL-terminated. */
 int hvd__workers_excluded_name(const char *name, size_t len);
+
+/* 1 as well for every name but the job's own, HOROVOD_* and HVD_*: what an rsh agent's ranks
+ * get (ssh.h), who run in another program's environment (a Spark task's: its PATH,
+ * PYTHONPATH, JAVA_HOME...), which the launcher's must not overwrite. */
+int hvd__workers_not_job_variable(const char *name, size_t len);
 #endif

@@ -243,6 +243,11 @@ hvd_status_t hvd__mpi_command(const hvd_mpi_config_t *c, char **cmd_p) {
         return hvd__error_set(HVD_ERR_INVALID_ARG, "mpirun needs -np >= 1, not %d", c->np);
     if (!c->argv || !c->argv[0])
         return hvd__error_set(HVD_ERR_INVALID_ARG, "no command to run under mpirun");
+    if (c->rsh_agent && !ompi_like)
+        return hvd__error_set(HVD_ERR_INVALID_ARG,
+                              "%s's launcher takes a program without arguments, not the rsh "
+                              "agent '%s': run with Open MPI's mpirun, or without MPI",
+                              hvd__mpi_impl_name(c->impl), c->rsh_agent);
     /* Without a host list the job is np ranks on this machine. */
     hvd_host_t local = {.name = "localhost", .slots = c->np};
     const hvd_host_t *hosts = &local;
@@ -317,8 +322,12 @@ hvd_status_t hvd__mpi_command(const hvd_mpi_config_t *c, char **cmd_p) {
             sb_putf(&b, "%s--timestamp-output", sep);
     }
     sb_sep(&b);
-    /* ssh options for the processes mpirun starts on other hosts */
-    if (c->ssh_port > 0 || c->ssh_identity) {
+    /* how mpirun reaches other hosts: the rsh agent, or ssh with the user's options */
+    if (c->rsh_agent) {
+        sb_put(&b, "-mca plm_rsh_agent \"");
+        sb_putdq(&b, c->rsh_agent);
+        sb_put(&b, "\"");
+    } else if (c->ssh_port > 0 || c->ssh_identity) {
         sb_put(&b, ompi_like ? "-mca plm_rsh_args \"" : "-bootstrap=ssh -bootstrap-exec-args \"");
         if (c->ssh_port > 0)
             sb_putf(&b, "-p %d", c->ssh_port);

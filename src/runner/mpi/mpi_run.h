@@ -80,6 +80,10 @@ typedef struct {
     const hvd_host_list_t *hosts;
     int ssh_port;             /* 0: none */
     const char *ssh_identity; /* NULL: none */
+    /* horovodrun --internal-rsh-agent (horovod.spark's rsh): Open MPI and Spectrum MPI start
+     * their daemons through it (-mca plm_rsh_agent), instead of ssh; MPICH's and Intel MPI's
+     * launchers take one program without arguments, so they are refused. NULL: ssh. */
+    const char *rsh_agent;
     /* Network interfaces the ranks must use, given by the user or found by discovery. */
     const char *const *nics;
     size_t nic_count;
