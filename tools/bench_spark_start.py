@@ -7,6 +7,9 @@ one allreduce, return), alternating the two launchers, REPEAT times each.
 
 The Spark session starts once, before any timing (a notebook has one already). Prints one
 table row per launcher and rank count: median, min and max over the repeats, in seconds.
+Whichever `horovod` the interpreter imports is measured: with Horovod 0.28.1's on the path
+(shared/anchors/horovod) and --horovodrun naming its horovodrun, the same table for Horovod.
+--controller mpi runs both launchers with MPI (use_mpi=True, horovodrun --mpi).
 """
 import argparse
 import json
@@ -35,17 +38,19 @@ def fn(out_dir):
     return time.time()
 
 
-def with_spark(np_):
+def with_spark(np_, mpi):
     import horovod.spark
     t0 = time.time()
-    stamps = horovod.spark.run(fn, args=(None,), num_proc=np_, verbose=0)
+    stamps = horovod.spark.run(fn, args=(None,), num_proc=np_, verbose=0, use_mpi=mpi,
+                               use_gloo=not mpi)
     return max(stamps) - t0, time.time() - t0
 
 
-def with_horovodrun(np_, horovodrun):
+def with_horovodrun(np_, horovodrun, mpi):
     with tempfile.TemporaryDirectory() as d:
         t0 = time.time()
-        subprocess.run([horovodrun, "-np", str(np_), sys.executable, "-c", RANK_SCRIPT, d],
+        subprocess.run([horovodrun, "-np", str(np_), "--mpi" if mpi else "--gloo",
+                        sys.executable, "-c", RANK_SCRIPT, d],
                        check=True, stdout=subprocess.DEVNULL)
         end = time.time()
         stamps = []
@@ -60,7 +65,11 @@ def main():
     ap.add_argument("--np", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--master", default="local[4]")
+    ap.add_argument("--horovodrun", default=None,
+                    help="the horovodrun to compare with (default: hvd's, beside the package)")
+    ap.add_argument("--controller", choices=("gloo", "mpi"), default="gloo")
     a = ap.parse_args()
+    mpi = a.controller == "mpi"
     from pyspark.sql import SparkSession
     from pyspark import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -68,15 +77,18 @@ def main():
     spark = (SparkSession.builder.master(a.master).config("spark.ui.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    from horovod.runner import _horovodrun
-    horovodrun = _horovodrun()
-    with_spark(a.np[0])  # (warm: the first job of a session starts Python workers)
+    if a.horovodrun:
+        horovodrun = a.horovodrun
+    else:
+        from horovod.runner import _horovodrun
+        horovodrun = _horovodrun()
+    with_spark(a.np[0], mpi)  # (warm: the first job of a session starts Python workers)
     rows = []
     for np_ in a.np:
         times = {"horovodrun": [], "horovod.spark.run": []}
         for _ in range(a.repeat):
-            times["horovodrun"].append(with_horovodrun(np_, horovodrun))
-            times["horovod.spark.run"].append(with_spark(np_))
+            times["horovodrun"].append(with_horovodrun(np_, horovodrun, mpi))
+            times["horovod.spark.run"].append(with_spark(np_, mpi))
         for name, ts in times.items():
             first = [t[0] for t in ts]
             whole = [t[1] for t in ts]

@@ -98,13 +98,14 @@ def _marked_fn(tag_dir, how):
     rank = int(os.environ["HOROVOD_RANK"])
     with open(os.path.join(tag_dir, f"call.{rank}.{os.getpid()}"), "w"):
         pass
+    deadline = time.monotonic() + 30
+    while len(os.listdir(tag_dir)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # (both ranks called fn: the count the tests check means something)
     if how == "raise" and rank == 1:
         raise ValueError(f"boom on rank {rank}")
     if how == "kill_rank" and rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "kill_task" and rank == 0:
-        while len(os.listdir(tag_dir)) < 2:  # (both ranks called, so the count below means)
-            time.sleep(0.05)
         _kill_own_task()
     time.sleep(60)  # (ended by horovodrun)
     return rank

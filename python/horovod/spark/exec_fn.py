@@ -64,9 +64,10 @@ def main():
     chan.close()
     if kind != wire.CODE:
         sys.exit(f"horovod.spark: rank {rank}: the driver sent no function")
-    from horovod.spark.pickle import cloudpickle
+    from horovod.spark.pickle import cloudpickle_module
     try:
-        fn, args, kwargs = cloudpickle.loads(code)
+        with cloudpickle_module() as cloudpickle:
+            fn, args, kwargs = cloudpickle.loads(code)
     except Exception as e:  # noqa: BLE001
         _report(rank, e, "cannot load the function here (is every module it uses importable "
                          "on the executors?): ")
@@ -79,7 +80,8 @@ def main():
         else:
             _report(rank, e)
             raise
-    payload = cloudpickle.dumps(result)
+    with cloudpickle_module() as cloudpickle:
+        payload = cloudpickle.dumps(result)
     chan = _connect()
     chan.send_json(wire.RESULT, {"rank": _final_rank(rank)})
     chan.send(wire.RESULT, payload)

@@ -231,7 +231,7 @@ def _failure(driver, hrun, code):
 
 def _run(fn, args, kwargs, num_proc, start_timeout, env, stdout, stderr, verbose, elastic,
          horovodrun_args, executable, min_wait):
-    from horovod.spark.pickle import cloudpickle
+    from pyspark import cloudpickle  # (horovod/spark/pickle.py says why pyspark's)
     sc = _spark_context()
     start_timeout = _start_timeout(start_timeout)
     deadline = time.monotonic() + start_timeout
