@@ -10,6 +10,9 @@ table row per launcher and rank count: median, min and max over the repeats, in 
 Whichever `horovod` the interpreter imports is measured: with Horovod 0.28.1's on the path
 (shared/anchors/horovod) and --horovodrun naming its horovodrun, the same table for Horovod.
 --controller mpi runs both launchers with MPI (use_mpi=True, horovodrun --mpi).
+--example FLAGS... times the Quick start's training instead (examples/pytorch/
+pytorch_fashion_mnist.py with FLAGS under horovodrun; its main() through horovod.spark.run, as
+examples/spark/ runs it): the first column is then the same whole-call time.
 """
 import argparse
 import json
@@ -60,6 +63,31 @@ def with_horovodrun(np_, horovodrun, mpi):
     return max(stamps) - t0, end - t0
 
 
+def _example():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "examples", "pytorch"))
+    import pytorch_fashion_mnist
+    from pyspark import cloudpickle
+    cloudpickle.register_pickle_by_value(pytorch_fashion_mnist)
+    return pytorch_fashion_mnist
+
+
+def example_with_spark(np_, flags):
+    import horovod.spark
+    t0 = time.time()
+    horovod.spark.run(_example().main, args=(flags,), num_proc=np_, verbose=0)
+    t = time.time() - t0
+    return t, t
+
+
+def example_with_horovodrun(np_, horovodrun, flags):
+    t0 = time.time()
+    subprocess.run([horovodrun, "-np", str(np_), sys.executable, _example().__file__] + flags,
+                   check=True, stdout=subprocess.DEVNULL)
+    t = time.time() - t0
+    return t, t
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--np", type=int, nargs="+", default=[2, 4])
@@ -68,6 +96,8 @@ def main():
     ap.add_argument("--horovodrun", default=None,
                     help="the horovodrun to compare with (default: hvd's, beside the package)")
     ap.add_argument("--controller", choices=("gloo", "mpi"), default="gloo")
+    ap.add_argument("--example", nargs=argparse.REMAINDER, default=None,
+                    help="time the Quick start's training with these flags instead")
     a = ap.parse_args()
     mpi = a.controller == "mpi"
     from pyspark.sql import SparkSession
@@ -83,12 +113,18 @@ def main():
         from horovod.runner import _horovodrun
         horovodrun = _horovodrun()
     with_spark(a.np[0], mpi)  # (warm: the first job of a session starts Python workers)
+    if a.example is not None:
+        run_hvd = lambda n: example_with_horovodrun(n, horovodrun, a.example)  # noqa: E731
+        run_spark = lambda n: example_with_spark(n, a.example)  # noqa: E731
+    else:
+        run_hvd = lambda n: with_horovodrun(n, horovodrun, mpi)  # noqa: E731
+        run_spark = lambda n: with_spark(n, mpi)  # noqa: E731
     rows = []
     for np_ in a.np:
         times = {"horovodrun": [], "horovod.spark.run": []}
         for _ in range(a.repeat):
-            times["horovodrun"].append(with_horovodrun(np_, horovodrun, mpi))
-            times["horovod.spark.run"].append(with_spark(np_, mpi))
+            times["horovodrun"].append(run_hvd(np_))
+            times["horovod.spark.run"].append(run_spark(np_))
         for name, ts in times.items():
             first = [t[0] for t in ts]
             whole = [t[1] for t in ts]
