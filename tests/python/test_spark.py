@@ -107,6 +107,8 @@ def _marked_fn(tag_dir, how):
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "kill_task" and rank == 0:
         _kill_own_task()
+    if how == "kill_executor" and rank == 0:
+        _kill_own_task(executor=True)
     time.sleep(60)  # (ended by horovodrun)
     return rank
 
@@ -149,11 +151,29 @@ def test_lost_task_fails_job_and_retry_does_not_rerun_fn(spark, tmp_path):
         horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_task"), num_proc=2,
                           env={"HVD_TEST_MARK": tmp_path.name})
     text = str(info.value)
-    assert "Spark task" in text and "was lost while the job ran" in text, text
+    assert "Spark task" in text and "(rank 0, host " in text, text
+    assert "was lost while the job ran" in text, text
     assert time.monotonic() - t0 < 40
     assert _no_job_processes_left(marker) == []
     # (Spark retried the barrier stage; the new attempts were refused: no second call)
     time.sleep(2)
+    assert _calls(tmp_path) == ["0", "1"]
+
+
+def test_lost_executor_fails_job_within_seconds(spark, tmp_path):
+    """An executor's JVM killed mid-job (local-cluster only: a local master's executor is
+    this test's own JVM): the job fails naming the lost task, its rank and host, and nothing
+    of the job is left."""
+    assert MASTER.startswith("local-cluster"), "needs executors in JVMs of their own"
+    marker = f"HVD_TEST_MARK={tmp_path.name}"
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_executor"), num_proc=2,
+                          env={"HVD_TEST_MARK": tmp_path.name})
+    text = str(info.value)
+    assert "Spark task" in text and "(rank 0, host " in text, text
+    assert time.monotonic() - t0 < 40
+    assert _no_job_processes_left(marker) == []
     assert _calls(tmp_path) == ["0", "1"]
 
 
@@ -224,12 +244,17 @@ def _elastic_fn(tag_dir, steps_after_rejoin):
     return train(state)
 
 
-def _kill_own_task():
+def _kill_own_task(executor=False):
+    """SIGKILL this rank's Spark task (the PySpark worker it runs in), or with executor=True
+    the executor's JVM (local-cluster: a CoarseGrainedExecutorBackend of its own)."""
     pid = os.getppid()
     while pid > 1:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read()
-        if b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd:
+        if executor and b"CoarseGrainedExecutorBackend" in cmd:
+            os.kill(pid, signal.SIGKILL)
+            return
+        if not executor and (b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd):
             os.kill(pid, signal.SIGKILL)
             return
         with open(f"/proc/{pid}/stat") as f:

@@ -39,9 +39,11 @@ class TaskInfo:
         # the address of this service the task reached: where its rsh stream connects to
         self.driver_ip = chan.sock.getsockname()[0]
         self.alive = True
+        self.rank = None  # (static runs: set when the job starts, host_plan's order)
 
     def describe(self):
-        return f"Spark task {self.index} (host {self.hostname}, pid {self.pid})"
+        rank = "" if self.rank is None else f"rank {self.rank}, "
+        return f"Spark task {self.index} ({rank}host {self.hostname}, pid {self.pid})"
 
 
 class SparkDriverService:
@@ -264,12 +266,16 @@ class SparkDriverService:
 
     def host_plan(self):
         """[(host hash, [task index...])], the host of task 0 first and the others sorted
-        (as Horovod orders them): rank r is the r-th task in this order."""
+        (as Horovod orders them): rank r is the r-th task in this order, which each task
+        learns for the messages that name it."""
         with self._cv:
-            hosts = sorted(self._by_host.items())
-        first = [i for i, (_, ix) in enumerate(hosts) if 0 in ix]
-        k = first[0] if first else 0
-        return hosts[k:] + hosts[:k]
+            hosts = sorted((h, list(ix)) for h, ix in self._by_host.items())
+            first = [i for i, (_, ix) in enumerate(hosts) if 0 in ix]
+            k = first[0] if first else 0
+            plan = hosts[k:] + hosts[:k]
+            for rank, index in enumerate(i for _, ix in plan for i in ix):
+                self._tasks[index].rank = rank
+        return plan
 
     def results(self, count):
         with self._cv:
