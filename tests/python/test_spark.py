@@ -117,44 +117,35 @@ def _calls(tag_dir):
     return sorted(name.split(".")[1] for name in os.listdir(tag_dir))
 
 
-def test_fn_raising_names_rank_type_message_and_traceback(spark, tmp_path):
-    marker = f"HVD_TEST_MARK={tmp_path.name}"
+def _failing_job(tmp_path, how):
+    """Runs _marked_fn failing as `how` says; checks that run raised RuntimeError within 40 s
+    and that nothing of the job is left on the host within 10 s more. The error's text."""
     t0 = time.monotonic()
     with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_marked_fn, args=(str(tmp_path), "raise"), num_proc=2,
+        horovod.spark.run(_marked_fn, args=(str(tmp_path), how), num_proc=2,
                           env={"HVD_TEST_MARK": tmp_path.name})
-    text = str(info.value)
+    assert time.monotonic() - t0 < 40
+    assert _no_job_processes_left(f"HVD_TEST_MARK={tmp_path.name}") == []
+    return str(info.value)
+
+
+def test_fn_raising_names_rank_type_message_and_traceback(spark, tmp_path):
+    text = _failing_job(tmp_path, "raise")
     assert "rank 1 (host " in text
     assert "raised ValueError: boom on rank 1" in text
     assert "Remote traceback" in text and "_marked_fn" in text
-    assert time.monotonic() - t0 < 40
     assert _calls(tmp_path) == ["0", "1"]  # fn ran once per rank
-    assert _no_job_processes_left(marker) == []
 
 
 def test_rank_killed_fails_within_seconds(spark, tmp_path):
-    marker = f"HVD_TEST_MARK={tmp_path.name}"
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_rank"), num_proc=2,
-                          env={"HVD_TEST_MARK": tmp_path.name})
-    text = str(info.value)
+    text = _failing_job(tmp_path, "kill_rank")
     assert "rank 1 (host " in text and "signal 9" in text, text
-    assert time.monotonic() - t0 < 40
-    assert _no_job_processes_left(marker) == []
 
 
 def test_lost_task_fails_job_and_retry_does_not_rerun_fn(spark, tmp_path):
-    marker = f"HVD_TEST_MARK={tmp_path.name}"
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_task"), num_proc=2,
-                          env={"HVD_TEST_MARK": tmp_path.name})
-    text = str(info.value)
+    text = _failing_job(tmp_path, "kill_task")
     assert "Spark task" in text and "(rank 0, host " in text, text
     assert "was lost while the job ran" in text, text
-    assert time.monotonic() - t0 < 40
-    assert _no_job_processes_left(marker) == []
     # (Spark retried the barrier stage; the new attempts were refused: no second call)
     time.sleep(2)
     assert _calls(tmp_path) == ["0", "1"]
@@ -165,15 +156,8 @@ def test_lost_executor_fails_job_within_seconds(spark, tmp_path):
     this test's own JVM): the job fails naming the lost task, its rank and host, and nothing
     of the job is left."""
     assert MASTER.startswith("local-cluster"), "needs executors in JVMs of their own"
-    marker = f"HVD_TEST_MARK={tmp_path.name}"
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_marked_fn, args=(str(tmp_path), "kill_executor"), num_proc=2,
-                          env={"HVD_TEST_MARK": tmp_path.name})
-    text = str(info.value)
+    text = _failing_job(tmp_path, "kill_executor")
     assert "Spark task" in text and "(rank 0, host " in text, text
-    assert time.monotonic() - t0 < 40
-    assert _no_job_processes_left(marker) == []
     assert _calls(tmp_path) == ["0", "1"]
 
 
