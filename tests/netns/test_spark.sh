@@ -66,19 +66,19 @@ while sc._jsc.sc().getExecutorMemoryStatus().size() < 3:  # (two executors and t
         sys.exit("the two executors did not register within 120 s")
     time.sleep(0.2)
 
-def where():
-    return {"host": socket.gethostname(), "hash": os.environ["HOROVOD_HOSTNAME"],
-            "rank": int(os.environ["HOROVOD_RANK"]),
-            "local_rank": int(os.environ["HOROVOD_LOCAL_RANK"]),
-            "local_size": int(os.environ["HOROVOD_LOCAL_SIZE"]),
-            "iface": os.environ["HOROVOD_GLOO_IFACE"]}
+def train(flags):
+    """Where this rank runs, then the Quick start's training."""
+    where = {"host": socket.gethostname(), "hash": os.environ["HOROVOD_HOSTNAME"],
+             "rank": int(os.environ["HOROVOD_RANK"]),
+             "local_rank": int(os.environ["HOROVOD_LOCAL_RANK"]),
+             "local_size": int(os.environ["HOROVOD_LOCAL_SIZE"]),
+             "iface": os.environ["HOROVOD_GLOO_IFACE"]}
+    return where, example.main(flags)
 
-placement = horovod.spark.run(where, num_proc=4, start_timeout=120)
 cloudpickle.register_pickle_by_value(example)
-flags = sys.argv[2:]
-trained = horovod.spark.run(example.main, args=(flags,), num_proc=4, start_timeout=120)
-print("RESULT " + json.dumps({"placement": placement,
-                              "digests": [r["weights_digest"][:16] for r in trained]}))
+results = horovod.spark.run(train, args=(sys.argv[2:],), num_proc=4, start_timeout=120)
+print("RESULT " + json.dumps({"placement": [w for w, _ in results],
+                              "digests": [r["weights_digest"][:16] for _, r in results]}))
 spark.stop()
 PY
 flags=(--epochs 1 --train-limit 2000 --test-limit 500 --num-threads 1)

@@ -164,10 +164,13 @@ print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), ok('pysp
     set(training_tests ${prefix}.jobs_training ${prefix}.elastic_example)
   endif()
 
-  # horovod.spark on a real Spark (tests/python/test_spark.py): local[3,2] (one executor in
-  # this JVM, a failed task tried twice) and local-cluster (two executors, JVMs of their own,
-  # which one test kills; the example's training, compared with horovodrun's, once is enough).
+  # horovod.spark on a real Spark (tests/python/test_spark.py): every test on local[3,2] (one
+  # executor in this JVM, a failed task tried twice) but the one that kills an executor's JVM;
+  # on local-cluster (two executors, JVMs of their own) what executors of their own change: a
+  # lost task or executor and Spark's retry, elastic rejoining (ranks across executors of two
+  # hosts: netns.spark).
   # The plain pass only: a JVM does not run under the sanitizer's preloaded runtime.
+  # HVD_SPARK_JAVA_ENV (CMakeLists.txt): Spark's JVMs with less start-up CPU.
   set(spark_tests)
   if(NOT has_pyspark)
     message(STATUS "${py}: no pyspark: no ${prefix}.spark_*")
@@ -175,7 +178,8 @@ print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), ok('pysp
     add_test(NAME ${prefix}.spark_local
              COMMAND ${pytest} -k "not lost_executor" ${PROJECT_SOURCE_DIR}/tests/python/test_spark.py)
     add_test(NAME ${prefix}.spark_cluster
-             COMMAND ${pytest} -k "not example" ${PROJECT_SOURCE_DIR}/tests/python/test_spark.py)
+             COMMAND ${pytest} -k "lost or elastic"
+                     ${PROJECT_SOURCE_DIR}/tests/python/test_spark.py)
     set(spark_tests ${prefix}.spark_local ${prefix}.spark_cluster)
     set_tests_properties(${spark_tests} PROPERTIES TIMEOUT 600 COST 60)
   endif()
@@ -183,10 +187,10 @@ print(torch.__version__.split('.')[0], ok('torchvision'), ok('mpi4py'), ok('pysp
   set(all ${ranks_tests} ${torchrun_tests} ${job_tests} ${training_tests} ${spark_tests})
   set_tests_properties(${all} PROPERTIES ENVIRONMENT "${HVD_PY_ENV}" LABELS python)
   if(spark_tests)
-    set_tests_properties(${prefix}.spark_local PROPERTIES
-                         ENVIRONMENT "${HVD_PY_ENV};SPARK_MASTER=local[3,2]")
-    set_tests_properties(${prefix}.spark_cluster PROPERTIES
-                         ENVIRONMENT "${HVD_PY_ENV};SPARK_MASTER=local-cluster[2,1,1024]")
+    set_tests_properties(${prefix}.spark_local PROPERTIES ENVIRONMENT
+                         "${HVD_PY_ENV};SPARK_MASTER=local[3,2];${HVD_SPARK_JAVA_ENV}")
+    set_tests_properties(${prefix}.spark_cluster PROPERTIES ENVIRONMENT
+                         "${HVD_PY_ENV};SPARK_MASTER=local-cluster[2,1,1024];${HVD_SPARK_JAVA_ENV}")
   endif()
   if(mode STREQUAL "both")
     set_tests_properties(${torchrun_tests} ${job_tests} PROPERTIES LABELS "python;sanitize_once")

@@ -170,8 +170,8 @@ def test_too_few_slots_times_out_with_horovods_message(spark):
         "Timed out waiting for Spark tasks to start. Please check that you have enough "
         "resources to run all Horovod processes.")
     assert time.monotonic() - t0 < 20
-    # the Spark job was cancelled: the next job runs
-    assert [r["rank"] for r in horovod.spark.run(_allreduce_fn, args=(1.0,), num_proc=1)] == [0]
+    # the next job runs
+    assert horovod.spark.run(lambda: os.environ["HOROVOD_RANK"], num_proc=1) == ["0"]
 
 
 def test_secret_is_not_in_any_argv(spark, tmp_path):

@@ -281,6 +281,10 @@ class SparkDriverService:
         with self._cv:
             return [self._results.get(r) for r in range(count)]
 
+    def any_registered(self):
+        with self._cv:
+            return bool(self._tasks)
+
     def result_count(self):
         """One more than the highest rank that sent a result (elastic: the last round's)."""
         with self._cv:

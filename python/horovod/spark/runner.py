@@ -108,13 +108,15 @@ class _SparkJob:
                 return line
         return lines[0] if lines else type(self.error).__name__
 
-    def end(self, cancel):
+    def end(self, cancel, started):
         """Wait for the job's end (its tasks were told DONE or ABORT); cancel it first after a
-        failure. A barrier job still waiting for enough slots cannot be cancelled (Spark
-        retries it unsubmitted): it is left to fail on its own, its tasks finding the driver
-        service closed."""
+        failure. A barrier job still waiting for enough slots (no task started) cannot be
+        cancelled (Spark retries it unsubmitted), nor waited for: it is left to fail on its
+        own, its tasks finding the driver service closed."""
         if cancel:
             self.sc.cancelJobGroup(self.group)
+            if not started:
+                return
         self._thread.join(CANCEL_WAIT_S if cancel else SPARK_WIND_DOWN_S)
         if self._thread.is_alive() and not cancel:
             self.sc.cancelJobGroup(self.group)
@@ -270,7 +272,7 @@ def _run(fn, args, kwargs, num_proc, start_timeout, env, stdout, stderr, verbose
         raise
     finally:
         driver.finish(ok, reason)
-        job.end(cancel=not ok)
+        job.end(cancel=not ok, started=driver.any_registered())
         driver.close()
     return [None if r is None else cloudpickle.loads(r) for r in results]
 
