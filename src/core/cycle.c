@@ -1082,11 +1082,7 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
             snprintf(where, sizeof where, "the blocking call %s", waiting);
         }
         if (where[0])
-            snprintf(uneven, sizeof uneven,
-                     "; this rank waits in %s: if the ranks ran different numbers of steps, "
-                     "give every rank the same number of batches (DistributedSampler with "
-                     "drop_last=True) or use hvd.join() or DDP's Join",
-                     where);
+            hvd__engine_uneven_hint(where, uneven, sizeof uneven);
         if (shut_rank == g->rank)
             snprintf(msg, sizeof msg, "%s on rank %d",
                      exited ? "the program exited without calling hvd_shutdown"
@@ -1102,6 +1098,24 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
                      "rank %d (%s) has shut down (it called hvd_shutdown), so no collective can "
                      "run any more%s; call hvd_shutdown here too",
                      shut_rank, host_of(e, shut_rank), uneven);
+        if (shut_rank != g->rank && !where[0]) {
+            /* this rank waits in nothing yet: the operation it asks for next is the one to
+             * name (the same message with it, hvd__engine_dead_error_for) */
+            pthread_mutex_lock(&e->state_lock);
+            if (exited)
+                snprintf(e->dead_uneven_head, sizeof e->dead_uneven_head,
+                         "rank %d (%s) exited without calling hvd_shutdown (its program ended "
+                         "while this rank still ran collectives)",
+                         shut_rank, host_of(e, shut_rank));
+            else
+                snprintf(e->dead_uneven_head, sizeof e->dead_uneven_head,
+                         "rank %d (%s) has shut down (it called hvd_shutdown), so no collective "
+                         "can run any more",
+                         shut_rank, host_of(e, shut_rank));
+            snprintf(e->dead_uneven_tail, sizeof e->dead_uneven_tail, "%s",
+                     exited ? "" : "; call hvd_shutdown here too");
+            pthread_mutex_unlock(&e->state_lock);
+        }
         hvd__engine_fail(e, why, msg, 0);
         return hvd__error_set(why, "%s", msg);
     }

@@ -482,8 +482,12 @@ void hvd__engine_destroy(hvd_engine_t *e) {
 
 hvd_status_t hvd__engine_push(hvd_engine_t *e, const hvd_entry_t *entries, size_t n,
                               hvd_handle_t *handles) {
-    if (hvd__engine_is_dead(e))
-        return hvd__engine_dead_error(e);
+    if (hvd__engine_is_dead(e)) {
+        char what[240];
+        snprintf(what, sizeof what, "'%s'%s", n && entries[0].name ? entries[0].name : "?",
+                 n > 1 ? " and more" : "");
+        return hvd__engine_dead_error_for(e, what);
+    }
     hvd_status_t st = hvd__tq_push_many(e->tq, entries, n, handles);
     if (st != HVD_OK)
         return st;
@@ -644,7 +648,15 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
     pthread_mutex_lock(&e->blocking_lock);
     if (hvd__engine_is_dead(e)) {
         pthread_mutex_unlock(&e->blocking_lock);
-        return hvd__engine_dead_error(e);
+        hvd_sig_t sig = {.coll = (uint8_t)op->coll,
+                         .dtype = (uint8_t)op->dtype,
+                         .op = (uint8_t)op->op,
+                         .root = op->root,
+                         .count = op->count};
+        char call[160], what[200];
+        hvd__sig_describe(&sig, call, sizeof call);
+        snprintf(what, sizeof what, "the blocking call %s", call);
+        return hvd__engine_dead_error_for(e, what);
     }
     /* (not zero-filled: the error text is written only on failure) */
     hvd_posted_t p;
@@ -670,6 +682,15 @@ hvd_status_t hvd__engine_blocking(hvd_engine_t *e, const hvd_blocking_op_t *op) 
             p.done = 1;
             p.status = e->dead_status;
             snprintf(p.error, sizeof p.error, "%s", e->dead_reason);
+            if (e->dead_uneven_head[0]) { /* (hvd__engine_dead_error_for's message) */
+                char call[160], where[200], hint[512];
+                hvd__sig_describe(&p.sig, call, sizeof call);
+                snprintf(where, sizeof where, "the blocking call %s", call);
+                hvd__engine_uneven_hint(where, hint, sizeof hint);
+                if (snprintf(p.error, sizeof p.error, "%s%s%s", e->dead_uneven_head, hint,
+                             e->dead_uneven_tail) < 0)
+                    p.error[0] = '\0';
+            }
         } else {
             e->posted = &p;
         }

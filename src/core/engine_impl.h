@@ -122,6 +122,11 @@ struct hvd_engine {
     int dead; /* state_lock; atomic reads */
     hvd_status_t dead_status;
     char dead_reason[1024];
+    /* A peer shut down or exited while this rank waited in nothing (state_lock): the
+     * operation this rank asks for next is then the uneven-inputs case, and its error names
+     * it between these two parts (hvd__engine_dead_error_for). Empty otherwise. */
+    char dead_uneven_head[512];
+    char dead_uneven_tail[48];
     /* hvd__engine_interrupt (another thread): set once under state_lock, read atomically;
      * the next cycle, or the background thread if none runs, fails the engine with it. */
     int interrupted;
@@ -178,6 +183,12 @@ void hvd__engine_fail(hvd_engine_t *e, hvd_status_t st, const char *message, int
 /* Whether the engine has failed; its first failure as this thread's error. */
 int hvd__engine_is_dead(hvd_engine_t *e);
 hvd_status_t hvd__engine_dead_error(hvd_engine_t *e);
+/* The same for a new operation this rank asks for (what: its description, e.g. "'name'"):
+ * after a peer's shutdown or exit that found this rank waiting in nothing, the message says
+ * this rank waits in it, with the uneven-inputs hint, as when it was waiting already. */
+hvd_status_t hvd__engine_dead_error_for(hvd_engine_t *e, const char *what);
+/* "; this rank waits in <where>: if the ranks ran different numbers of steps, ..." */
+void hvd__engine_uneven_hint(const char *where, char *buf, size_t n);
 /* The stall report's view of a missing rank (an hvd_stall_describe_fn; engine: the engine). */
 void hvd__engine_describe_rank(void *engine, int rank, int64_t now_ms, char *buf, size_t n);
 

@@ -58,6 +58,29 @@ hvd_status_t hvd__engine_dead_error(hvd_engine_t *e) {
     return hvd__error_set(st, "%s", reason);
 }
 
+void hvd__engine_uneven_hint(const char *where, char *buf, size_t n) {
+    snprintf(buf, n,
+             "; this rank waits in %s: if the ranks ran different numbers of steps, give every "
+             "rank the same number of batches (DistributedSampler with drop_last=True) or use "
+             "hvd.join() or DDP's Join",
+             where);
+}
+
+hvd_status_t hvd__engine_dead_error_for(hvd_engine_t *e, const char *what) {
+    pthread_mutex_lock(&e->state_lock);
+    if (!e->dead_uneven_head[0]) {
+        pthread_mutex_unlock(&e->state_lock);
+        return hvd__engine_dead_error(e);
+    }
+    hvd_status_t st = e->dead_status;
+    char head[sizeof e->dead_uneven_head], tail[sizeof e->dead_uneven_tail], hint[512];
+    memcpy(head, e->dead_uneven_head, sizeof head);
+    memcpy(tail, e->dead_uneven_tail, sizeof tail);
+    pthread_mutex_unlock(&e->state_lock);
+    hvd__engine_uneven_hint(what, hint, sizeof hint);
+    return hvd__error_set(st, "%s%s%s", head, hint, tail);
+}
+
 void hvd__engine_finish_blocking(hvd_engine_t *e, hvd_posted_t *p, hvd_status_t st,
                                  const char *message) {
     if (p->express) {

@@ -6,8 +6,9 @@ Rank 2 spends DELAY_S (default 0.06) seconds in its own code before each step's 
 on a slower machine would); hvd.report_stragglers(5) asks rank 0 for a report every 5 steps,
 and rank 0 writes a timeline to OUT_DIR/timeline.json. 40 steps, then hvd.report_stragglers(0)
 and 10 steps more, which must report nothing. Then rank 2 runs out of data first (uneven
-inputs): it calls hvd.shutdown() while ranks 0 and 1 allreduce "one_more", which must fail
-at once saying so; each writes the seconds it waited and the message to OUT_DIR/uneven<rank>.
+inputs): it calls hvd.shutdown() while rank 0 allreduces "one_more", and rank 1 asks for it
+1.5 s later; both must fail at once naming it; each writes the seconds it waited and the
+message to OUT_DIR/uneven<rank>.
 """
 import os
 import sys
@@ -44,6 +45,10 @@ hvd.stop_timeline()
 if hvd.rank() == 2:
     hvd.shutdown()
     sys.exit(0)
+if hvd.rank() == 1:
+    # (rank 1 asks for its collective only after rank 2's shutdown has reached it, rank 0 at
+    # once: the message names the collective either way)
+    time.sleep(1.5)
 start = time.monotonic()
 try:
     hvd.allreduce(torch.ones(4), name="one_more")
