@@ -11,7 +11,6 @@ host discovery): executors need to reach the driver, as Spark's own do, and the 
 needs to reach them. A task keeps its connection open for the whole job; the service pings
 it, and a task whose connection ends is lost (its executor died, or its Python worker).
 """
-import json
 import logging
 import secrets
 import socket
