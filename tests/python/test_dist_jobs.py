@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 from proctree import run_job
+from torchrun import free_port
 
 BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,7 +61,7 @@ def test_exit_with_a_work_never_waited_for(tmp_path):
                       "dist.init_process_group('hvd', rank=0, world_size=1)\n"
                       "dropped = [dist.all_reduce(torch.ones(2), async_op=True)]\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(20000 + os.getpid() % 20000))
+               MASTER_PORT=str(free_port()))
     rc, out = run_job([sys.executable, str(script)], env, 30)
     assert rc == 0, out
 
