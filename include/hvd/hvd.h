@@ -365,6 +365,22 @@ HVD_API hvd_status_t hvd_wait(hvd_handle_t handle);
  * the computation needs. A little slower per operation when cores are free. */
 HVD_API hvd_status_t hvd_wait_resting(hvd_handle_t handle);
 
+/* Completion callback: what a framework whose kernels must not block (TensorFlow's
+ * asynchronous kernels) uses instead of a waiting thread. */
+typedef void (*hvd_done_fn)(void *user, hvd_status_t status, const char *message);
+/* Instead of waiting for handle, have fn(user, status, message) called exactly once when its
+ * operation completes (message: the error, as hvd_last_error would give it; NULL on
+ * success); the handle is released then. fn runs on the thread that completes the operation
+ * (the library's background thread, a thread that waits for another handle, one that fails
+ * the job or shuts it down, or this one at once when the operation has completed already),
+ * after any allocation through hvd_alloc_fn, while that thread may be running a cycle: fn
+ * may enqueue further operations, but must not wait for any (hvd_wait, a blocking
+ * collective, hvd_join, hvd_shutdown), and should return quickly. No thread waits for the
+ * operation, so the background thread drives the cycles (every HOROVOD_CYCLE_TIME while
+ * operations are in flight). HVD_ERR_INVALID_ARG for an unknown handle or one a thread
+ * waits for already. */
+HVD_API hvd_status_t hvd_on_done(hvd_handle_t handle, hvd_done_fn fn, void *user);
+
 /* For a rank that has run out of data: blocks until every rank has joined. Until then this
  * rank takes part in the other ranks' allreduces with zeros (AVERAGE still divides by the
  * job's size). *last_joined_rank_p (may be NULL) receives the rank that joined last.

@@ -174,7 +174,9 @@ static hvd_entry_t *entry_copy(const hvd_entry_t *tmpl) {
     e->in_flight = 1;
     e->taken = 0;
     e->waited = 0;
-    e->next_new = e->chain_name = e->chain_handle = NULL;
+    e->done_fn = NULL;
+    e->done_user = NULL;
+    e->next_new = e->chain_name = e->chain_handle = e->next_done = NULL;
     return e;
 }
 
@@ -268,8 +270,10 @@ hvd_entry_t *hvd__tq_find(hvd_tq_t *q, const char *name) {
     return e;
 }
 
-/* Complete e (locked). */
-static void complete_locked(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message) {
+/* Complete e (locked). An entry with a done_fn leaves the queue here and goes on *due, for
+ * run_due once the lock is let go (the callback may enqueue again). */
+static void complete_locked(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message,
+                            hvd_entry_t **due) {
     if (!e->in_flight)
         return;
     e->status = status;
@@ -280,21 +284,50 @@ static void complete_locked(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, co
     e->in_flight = 0;
     unlink_name(q, e);
     q->in_flight--;
+    if (e->done_fn) {
+        e->next_done = *due;
+        *due = e;
+    }
     __atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
 }
 
-void hvd__tq_complete(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message) {
+/* Drop e from the handle index (locked): its handle is gone. */
+static void release_locked(hvd_tq_t *q, hvd_entry_t *e) {
+    unlink_handle(q, e);
+    q->count--;
+}
+
+/* Call the callbacks of the entries on due (unlocked) and free them. */
+static void run_due(hvd_tq_t *q, hvd_entry_t *due) {
+    if (!due)
+        return;
     pthread_mutex_lock(&q->lock);
-    complete_locked(q, e, status, message);
+    for (hvd_entry_t *e = due; e; e = e->next_done)
+        release_locked(q, e);
+    pthread_mutex_unlock(&q->lock);
+    while (due) {
+        hvd_entry_t *e = due;
+        due = e->next_done;
+        e->done_fn(e->done_user, e->status, e->status == HVD_OK ? NULL : e->error);
+        entry_free(e);
+    }
+}
+
+void hvd__tq_complete(hvd_tq_t *q, hvd_entry_t *e, hvd_status_t status, const char *message) {
+    hvd_entry_t *due = NULL;
+    pthread_mutex_lock(&q->lock);
+    complete_locked(q, e, status, message, &due);
     pthread_cond_broadcast(&q->done_cv);
     pthread_mutex_unlock(&q->lock);
+    run_due(q, due);
 }
 
 void hvd__tq_fail_all(hvd_tq_t *q, hvd_status_t status, const char *message, int shutdown) {
+    hvd_entry_t *due = NULL;
     pthread_mutex_lock(&q->lock);
     for (size_t b = 0; b < q->nbuckets; b++)
         for (hvd_entry_t *e = q->by_handle[b]; e; e = e->chain_handle)
-            complete_locked(q, e, status, message);
+            complete_locked(q, e, status, message, &due);
     q->new_head = q->new_tail = NULL;
     __atomic_store_n(&q->has_new, 0, __ATOMIC_RELAXED);
     if (shutdown && !q->shut_down) {
@@ -304,6 +337,31 @@ void hvd__tq_fail_all(hvd_tq_t *q, hvd_status_t status, const char *message, int
     }
     pthread_cond_broadcast(&q->done_cv);
     pthread_mutex_unlock(&q->lock);
+    run_due(q, due);
+}
+
+hvd_status_t hvd__tq_on_done(hvd_tq_t *q, hvd_handle_t h,
+                             void (*fn)(void *user, hvd_status_t status, const char *message),
+                             void *user) {
+    if (!fn)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_on_done: fn is NULL");
+    pthread_mutex_lock(&q->lock);
+    hvd_entry_t *e = find_handle(q, h);
+    int busy = e && e->waited;
+    hvd_entry_t *due = NULL;
+    if (e && !busy) {
+        e->waited = 1;
+        e->done_fn = fn;
+        e->done_user = user;
+        if (e->done)
+            due = e;
+    }
+    pthread_mutex_unlock(&q->lock);
+    if (!e || busy)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "hvd_on_done: %s handle %lld",
+                              e ? "a thread already waits for" : "unknown", (long long)h);
+    run_due(q, due);
+    return HVD_OK;
 }
 
 int hvd__tq_poll(hvd_tq_t *q, hvd_handle_t h) {
@@ -343,8 +401,7 @@ hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progre
     hvd_status_t st = e->status;
     char message[sizeof e->error];
     memcpy(message, e->error, sizeof message);
-    unlink_handle(q, e);
-    q->count--;
+    release_locked(q, e);
     pthread_mutex_unlock(&q->lock);
     entry_free(e);
     if (st != HVD_OK)

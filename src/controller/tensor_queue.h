@@ -56,10 +56,14 @@ typedef struct hvd_entry {
     int done;
     hvd_status_t status;
     char error[512];
-    int in_flight;                               /* its name blocks a second push */
-    int taken;                                   /* hvd__tq_take has handed it out */
-    int waited;                                  /* a thread is in hvd__tq_wait for it */
-    struct hvd_entry *next_new;                  /* FIFO of entries not yet taken */
+    int in_flight; /* its name blocks a second push */
+    int taken;     /* hvd__tq_take has handed it out */
+    int waited;    /* a thread is in hvd__tq_wait for it */
+    /* hvd__tq_on_done: called once completed, instead of a waiter (then waited is set) */
+    void (*done_fn)(void *user, hvd_status_t status, const char *message);
+    void *done_user;
+    struct hvd_entry *next_done; /* entries whose done_fn is due (complete, fail_all) */
+    struct hvd_entry *next_new;  /* FIFO of entries not yet taken */
     struct hvd_entry *chain_name, *chain_handle; /* hash chains */
 } hvd_entry_t;
 
@@ -104,6 +108,14 @@ int hvd__tq_poll(hvd_tq_t *q, hvd_handle_t h);
  * return its status (its message in hvd_last_error). HVD_ERR_INVALID_ARG for an unknown
  * handle, or one another thread is already waiting for. */
 hvd_status_t hvd__tq_wait(hvd_tq_t *q, hvd_handle_t h, hvd_tq_progress_fn progress, void *arg);
+
+/* Instead of waiting for h, have fn(user, status, message) called once it completes
+ * (message NULL on success), and the handle released: at once on this thread when it has
+ * completed already, otherwise on the thread that completes it, after the queue's lock is
+ * let go. HVD_ERR_INVALID_ARG for an unknown handle, or one a thread waits for already. */
+hvd_status_t hvd__tq_on_done(hvd_tq_t *q, hvd_handle_t h,
+                             void (*fn)(void *user, hvd_status_t status, const char *message),
+                             void *user);
 
 /* Whether hvd__tq_take would hand anything out, without taking the lock: a push that races
  * with it may be missed (the next look sees it). */

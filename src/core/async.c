@@ -261,6 +261,16 @@ hvd_status_t hvd_wait_resting(hvd_handle_t handle) {
     return wait_handle(handle, 1);
 }
 
+hvd_status_t hvd_on_done(hvd_handle_t handle, hvd_done_fn fn, void *user) {
+    hvd_context_t *c;
+    hvd_status_t st = hvd__context_enter(&c);
+    if (st != HVD_OK)
+        return st;
+    st = hvd__engine_on_done(c->engine, handle, fn, user);
+    hvd__context_leave();
+    return st;
+}
+
 hvd_status_t hvd_join(int *last_joined_rank_p) {
     hvd_context_t *c;
     hvd_status_t st = hvd__context_enter(&c);

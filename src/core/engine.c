@@ -521,6 +521,12 @@ hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h, int resting) {
     return st;
 }
 
+hvd_status_t hvd__engine_on_done(hvd_engine_t *e, hvd_handle_t h, hvd_done_fn fn, void *user) {
+    /* Nobody waits: the background thread drives the cycles, at the cycle time while the
+     * operation is in flight (hvd__engine_push set its interval). */
+    return hvd__tq_on_done(e->tq, h, fn, user);
+}
+
 hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {
     hvd_entry_t j = {.name = "join.noname", .type = HVD_REQ_JOIN};
     hvd_handle_t h;

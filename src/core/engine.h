@@ -74,6 +74,8 @@ hvd_status_t hvd__engine_push_p2p(hvd_engine_t *e, hvd_entry_t *x, int tag, hvd_
 int hvd__engine_poll(hvd_engine_t *e, hvd_handle_t h);
 /* Wait for h, running the cycles meanwhile; resting: without busy-polling (hvd_wait_resting). */
 hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h, int resting);
+/* hvd_on_done: fn called once h completes, from the thread that completes it. */
+hvd_status_t hvd__engine_on_done(hvd_engine_t *e, hvd_handle_t h, hvd_done_fn fn, void *user);
 /* Enqueue a join and wait for every rank to join. */
 hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p);
 /* Run a blocking collective (one at a time per process; others wait their turn). */

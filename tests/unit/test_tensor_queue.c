@@ -79,6 +79,72 @@ static void test_fail_all_and_shutdown(void **state) {
     hvd__tq_destroy(q);
 }
 
+/* hvd__tq_on_done: the callback runs once, on the completing thread, with the status and
+ * message; at once when registered after completion; the handle is gone afterwards; fail_all
+ * calls the pending ones; a callback may push again (no lock held). */
+typedef struct {
+    hvd_tq_t *q;
+    int calls;
+    hvd_status_t status;
+    char message[64];
+    int repush; /* push "again" from the callback */
+    hvd_status_t repush_status;
+} done_rec_t;
+
+static void on_done(void *user, hvd_status_t status, const char *message) {
+    done_rec_t *r = user;
+    r->calls++;
+    r->status = status;
+    snprintf(r->message, sizeof r->message, "%s", message ? message : "(null)");
+    if (r->repush) {
+        hvd_entry_t e = named("again");
+        hvd_handle_t h;
+        r->repush_status = hvd__tq_push(r->q, &e, &h);
+    }
+}
+
+static void test_on_done(void **state) {
+    (void)state;
+    hvd_tq_t *q;
+    assert_int_equal(hvd__tq_create(&q), HVD_OK);
+    hvd_handle_t a, b, c;
+    hvd_entry_t ea = named("a"), eb = named("b"), ec = named("c");
+    assert_int_equal(hvd__tq_push(q, &ea, &a), HVD_OK);
+    assert_int_equal(hvd__tq_push(q, &eb, &b), HVD_OK);
+    assert_int_equal(hvd__tq_push(q, &ec, &c), HVD_OK);
+    done_rec_t ra = {.q = q, .repush = 1}, rb = {.q = q}, rc = {.q = q};
+    assert_int_equal(hvd__tq_on_done(q, a, on_done, &ra), HVD_OK);
+    assert_int_equal(hvd__tq_on_done(q, a, on_done, &ra), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__tq_on_done(q, 12345, on_done, &ra), HVD_ERR_INVALID_ARG);
+    assert_int_equal(hvd__tq_on_done(q, b, NULL, &rb), HVD_ERR_INVALID_ARG);
+    hvd_entry_t *got[4];
+    assert_int_equal(hvd__tq_take(q, got, 4), 3);
+    assert_int_equal(ra.calls, 0);
+    hvd__tq_complete(q, got[0], HVD_OK, NULL);
+    assert_int_equal(ra.calls, 1);
+    assert_int_equal(ra.status, HVD_OK);
+    assert_string_equal(ra.message, "(null)");
+    assert_int_equal(ra.repush_status, HVD_OK); /* pushed from the callback */
+    assert_int_equal(hvd__tq_poll(q, a), -1);   /* released */
+    /* completed before the callback is registered: called at once */
+    hvd__tq_complete(q, got[1], HVD_ERR_MISMATCH, "shapes differ");
+    assert_int_equal(hvd__tq_on_done(q, b, on_done, &rb), HVD_OK);
+    assert_int_equal(rb.calls, 1);
+    assert_int_equal(rb.status, HVD_ERR_MISMATCH);
+    assert_string_equal(rb.message, "shapes differ");
+    assert_int_equal(hvd__tq_poll(q, b), -1);
+    /* fail_all completes the rest, each callback once */
+    assert_int_equal(hvd__tq_on_done(q, c, on_done, &rc), HVD_OK);
+    hvd__tq_fail_all(q, HVD_ERR_PEER_LOST, "rank 1 on h2 was lost", 1);
+    hvd__tq_fail_all(q, HVD_ERR_PEER_LOST, "again", 1);
+    assert_int_equal(rc.calls, 1);
+    assert_int_equal(rc.status, HVD_ERR_PEER_LOST);
+    assert_string_equal(rc.message, "rank 1 on h2 was lost");
+    assert_int_equal(ra.calls, 1);
+    assert_int_equal(hvd__tq_in_flight(q), 0);
+    hvd__tq_destroy(q);
+}
+
 static void test_many_names(void **state) {
     (void)state;
     hvd_tq_t *q;
@@ -189,6 +255,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_duplicates_and_states),
         cmocka_unit_test(test_fail_all_and_shutdown),
+        cmocka_unit_test(test_on_done),
         cmocka_unit_test(test_many_names),
         cmocka_unit_test(test_threads_engine_thread),
         cmocka_unit_test(test_threads_waiters_drive),
