@@ -17,8 +17,11 @@ setuptools it downloads, which fails on a machine without an index; without one 
 environment's own setuptools (Debian's python3-setuptools, or the one every venv has).
 
 Horovod's build variables are read as Horovod reads them. What hvd can honour it honours; a
-request it cannot (GPU operations, TensorFlow, MXNet, a build without its own transports)
-fails the install at once, saying why, as Horovod's does for a framework it cannot find."""
+request it cannot (GPU operations, MXNet, a build without its own transports)
+fails the install at once, saying why, as Horovod's does for a framework it cannot find.
+TensorFlow's kernels (horovod/tensorflow/mpi_lib) are built when this Python imports
+tensorflow, against that TensorFlow; HOROVOD_WITH_TENSORFLOW=1 requires it,
+HOROVOD_WITHOUT_TENSORFLOW=1 leaves them out."""
 import os
 import re
 import shutil
@@ -42,11 +45,11 @@ def _refuse(why):
 
 
 def check_build_variables():
-    """The build options the variables ask for: {'pytorch': bool, 'debug': bool}."""
-    for fw, name in (("TENSORFLOW", "TensorFlow"), ("MXNET", "MXNet")):
-        if _flag(f"HOROVOD_WITH_{fw}"):
-            _refuse(f"HOROVOD_WITH_{fw}=1: hvd supports PyTorch only, not {name} (unset "
-                    "the variable, or use Horovod for that framework)")
+    """The build options the variables ask for: {'pytorch': bool, 'tensorflow': 'ON', 'OFF'
+    or 'AUTO', 'debug': bool}."""
+    if _flag("HOROVOD_WITH_MXNET"):
+        _refuse("HOROVOD_WITH_MXNET=1: hvd supports PyTorch and TensorFlow, not MXNet (unset "
+                "the variable, or use Horovod for that framework)")
     for name in ("HOROVOD_GPU_OPERATIONS", "HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU_ALLGATHER",
                  "HOROVOD_GPU_BROADCAST", "HOROVOD_GPU_ALLTOALL", "HOROVOD_GPU_REDUCESCATTER",
                  "HOROVOD_GPU"):
@@ -74,7 +77,18 @@ def check_build_variables():
             _refuse(f"HOROVOD_WITH_PYTORCH=1 but this Python cannot import torch ({e}); on "
                     "Debian, install python3-torch and make the venv with "
                     "--system-site-packages")
-    return {"pytorch": pytorch, "debug": _flag("HOROVOD_DEBUG")}
+    if _flag("HOROVOD_WITH_TENSORFLOW") and _flag("HOROVOD_WITHOUT_TENSORFLOW"):
+        _refuse("HOROVOD_WITH_TENSORFLOW and HOROVOD_WITHOUT_TENSORFLOW are both set")
+    # TensorFlow's kernels are built when this Python imports tensorflow (AUTO), against it
+    tensorflow = "OFF" if _flag("HOROVOD_WITHOUT_TENSORFLOW") else "AUTO"
+    if _flag("HOROVOD_WITH_TENSORFLOW"):
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError as e:
+            _refuse(f"HOROVOD_WITH_TENSORFLOW=1 but this Python cannot import tensorflow ({e}); "
+                    "install it first (pip install tensorflow-cpu)")
+        tensorflow = "ON"
+    return {"pytorch": pytorch, "tensorflow": tensorflow, "debug": _flag("HOROVOD_DEBUG")}
 
 
 OPTIONS = check_build_variables()
@@ -93,6 +107,9 @@ class CMakeBuild(build_ext):
                 "-DHVD_BUILD_TESTS=OFF", "-DHVD_BUILD_TOOLS=OFF", "-DHVD_BUILD_EXAMPLES=OFF",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DHVD_WITH_PYTORCH={'ON' if OPTIONS['pytorch'] else 'OFF'}",
+                # TensorFlow: this Python's only (its kernels are tied to its release)
+                f"-DHVD_WITH_TENSORFLOW={OPTIONS['tensorflow']}",
+                f"-DHVD_TF_PYTHON={sys.executable}",
                 f"-DCMAKE_INSTALL_PREFIX={stage}",
                 # the package and its libraries side by side: the extension's RPATH is then
                 # $ORIGIN/lib, and horovodrun links libhvd statically
@@ -120,6 +137,17 @@ class CMakeBuild(build_ext):
         os.makedirs(lib_out, exist_ok=True)
         soname = _soname(os.path.join(pkg, "lib", "libhvd.so"))
         shutil.copyfile(os.path.join(pkg, "lib", soname), os.path.join(lib_out, soname))
+        # horovod.tensorflow's kernels, when TensorFlow was there to build them against
+        tf_dir = os.path.join(pkg, "tensorflow")
+        tf_libs = [f for f in os.listdir(tf_dir) if f.startswith("mpi_lib") and
+                   f.endswith(".so")] if os.path.isdir(tf_dir) else []
+        if OPTIONS["tensorflow"] == "ON" and not tf_libs:
+            sys.exit("error: HOROVOD_WITH_TENSORFLOW=1 but the CMake build made no TensorFlow "
+                     "kernels (see its output above)")
+        for f in tf_libs:
+            out = os.path.join(os.path.dirname(target), "tensorflow")
+            os.makedirs(out, exist_ok=True)
+            shutil.copyfile(os.path.join(tf_dir, f), os.path.join(out, f))
         os.makedirs(SCRIPTS, exist_ok=True)
         for name in ("horovodrun", "horovodrun-slurm-hosts"):
             shutil.copyfile(os.path.join(stage, "bin", name), os.path.join(SCRIPTS, name))

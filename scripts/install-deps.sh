@@ -99,41 +99,70 @@ for alt in "mpirun /usr/bin/mpirun.openmpi" "mpi /usr/bin/mpicc.openmpi" \
   fi
 done
 
-# Current PyTorch from PyPI, the main target of the Python tests: a venv with torch 2.13.0 (the
-# CPU wheel this project's machines hold: any other version would be several GB of CUDA
-# wheels) and what the tests import. Python 3.11, the wheel's: the python3 on PATH where it is
-# 3.11 (not Debian's own, which pip may not touch), else Debian 12's /usr/bin/python3. The
-# tests (python/CMakeLists.txt) run under it and under Debian's python3-torch. HVD_TORCH_VENV
-# moves it; HVD_NO_TORCH_VENV=1 leaves it out.
-torch_venv=${HVD_TORCH_VENV:-/opt/hvd/venv-torch2.13}
-torch_pins=(torch==2.13.0 numpy pytest cloudpickle filelock mpi4py)
-if [[ ${HVD_NO_TORCH_VENV:-0} == 1 ]]; then
-  echo "install-deps: HVD_NO_TORCH_VENV=1: no venv with PyPI's torch"
-elif [[ -x $torch_venv/bin/python ]] &&
-  "$torch_venv/bin/python" -c 'import torch, numpy, pytest, cloudpickle, filelock, mpi4py
-assert torch.__version__.split("+")[0] == "2.13.0"' 2>/dev/null; then
-  echo "install-deps: $torch_venv has torch 2.13.0"
-else
-  py311=""
+# The venvs of PyPI's frameworks are made with Python 3.11, their wheels': the python3 on PATH
+# where it is 3.11 (not Debian's own, which pip may not touch), else Debian 12's
+# /usr/bin/python3.
+py311() {
+  local cand
   for cand in "$(command -v python3 || true)" /usr/bin/python3; do
     [[ -n $cand ]] || continue
     if "$cand" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-      py311=$cand
-      break
+      echo "$cand"
+      return 0
     fi
   done
-  if [[ -z $py311 ]]; then
-    echo "install-deps: no Python 3.11 with venv (the torch 2.13.0 wheel's): set PATH so" \
-      "that python3 is one, or HVD_NO_TORCH_VENV=1 to test on Debian's torch only" >&2
+  return 1
+}
+
+# make_venv DIR WHAT CHECK PIN...: (re)make the venv DIR with the PINs unless its python runs
+# CHECK (Python code) successfully already; WHAT names it in messages.
+make_venv() {
+  local dir=$1 what=$2 check=$3
+  shift 3
+  if [[ -x $dir/bin/python ]] && "$dir/bin/python" -c "$check" 2>/dev/null; then
+    echo "install-deps: $dir has $what"
+    return 0
+  fi
+  local py
+  if ! py=$(py311); then
+    echo "install-deps: no Python 3.11 with venv (the $what wheels'): set PATH so that" \
+      "python3 is one" >&2
     exit 1
   fi
-  echo "install-deps: making $torch_venv ($py311) with ${torch_pins[*]}"
-  $sudo rm -rf "$torch_venv"
-  $sudo mkdir -p "$(dirname "$torch_venv")"
-  $sudo "$py311" -m venv "$torch_venv"
+  echo "install-deps: making $dir ($py) with $*"
+  $sudo rm -rf "$dir"
+  $sudo mkdir -p "$(dirname "$dir")"
+  $sudo "$py" -m venv "$dir"
   # (pip's notes about find-links folders that hold no such package are noise)
-  $sudo "$torch_venv/bin/pip" install -q "${torch_pins[@]}" 2>&1 | grep -v "^WARNING: Location" || true
-  "$torch_venv/bin/python" -c 'import torch, mpi4py; print("install-deps: torch", torch.__version__)'
+  $sudo "$dir/bin/pip" install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true
+  "$dir/bin/python" -c "$check"
+}
+
+# Current PyTorch from PyPI, the main target of the Python tests: a venv with torch 2.13.0 (the
+# CPU wheel this project's machines hold: any other version would be several GB of CUDA
+# wheels) and what the tests import. The tests (python/CMakeLists.txt) run under it and under
+# Debian's python3-torch. HVD_TORCH_VENV moves it; HVD_NO_TORCH_VENV=1 leaves it out.
+torch_venv=${HVD_TORCH_VENV:-/opt/hvd/venv-torch2.13}
+if [[ ${HVD_NO_TORCH_VENV:-0} == 1 ]]; then
+  echo "install-deps: HVD_NO_TORCH_VENV=1: no venv with PyPI's torch"
+else
+  make_venv "$torch_venv" "torch 2.13.0" 'import torch, numpy, pytest, cloudpickle, filelock, mpi4py
+assert torch.__version__.split("+")[0] == "2.13.0"' \
+    torch==2.13.0 numpy pytest cloudpickle filelock mpi4py
+fi
+
+# Current TensorFlow from PyPI for horovod.tensorflow and horovod.keras and their tests, in a
+# venv of its own (TensorFlow pins numpy and protobuf versions of its own): the CPU wheel,
+# tf-keras (Keras 2, for TF_USE_LEGACY_KERAS=1 and Horovod's own Keras tests) and what the
+# tests import. HVD_TF_VENV moves it; HVD_NO_TF_VENV=1 leaves it out.
+tf_venv=${HVD_TF_VENV:-/opt/hvd/venv-tf}
+if [[ ${HVD_NO_TF_VENV:-0} == 1 ]]; then
+  echo "install-deps: HVD_NO_TF_VENV=1: no venv with PyPI's TensorFlow"
+else
+  make_venv "$tf_venv" "tensorflow-cpu 2.21.0" 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow, tf_keras, pytest, cloudpickle, mock, parameterized, packaging
+assert tensorflow.__version__ == "2.21.0"' \
+    tensorflow-cpu==2.21.0 tf-keras==2.21.0 pytest cloudpickle mock parameterized packaging
 fi
 
 # pyspark from PyPI into the same venv, for horovod.spark and its tests: a whole Spark (local,

@@ -598,7 +598,11 @@ static void test_help_outputs(void **state) {
     assert_string_equal(printed(hvd__help_print_check_build), "Horovod v0.28.1 (hvd 0.1.0):\n"
                                                               "\n"
                                                               "Available Frameworks:\n"
+#ifdef HVD_WITH_TENSORFLOW
+                                                              "    [X] TensorFlow\n"
+#else
                                                               "    [ ] TensorFlow\n"
+#endif
 #ifdef HVD_WITH_PYTORCH
                                                               "    [X] PyTorch\n"
 #else

@@ -94,3 +94,12 @@ def rocm_built(verbose=False):
 def extension_version():
     """libhvd's version."""
     return _hvd.version()
+
+
+def is_version_greater_equal_than(ver, target):
+    """Whether version string `ver` is at least `target` (Horovod's helper)."""
+    from packaging import version
+    if not isinstance(ver, str) or not isinstance(target, str):
+        raise ValueError(f"is_version_greater_equal_than takes version strings, got "
+                         f"{type(ver).__name__} and {type(target).__name__}")
+    return version.parse(ver) >= version.parse(target)

@@ -221,69 +221,57 @@ def _group_indices(grads, variables, groups):
     return out
 
 
-def _make_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense,
-                             op, gradient_predivide_factor, groups, process_set):
-    """allreduce_grads(grads, vars=None, use_generic_names=False): the gradients reduced
-    over the process set (None stays None)."""
+def _reduce_parts_fn(name, compression, op, gradient_predivide_factor, process_set):
+    """reduce(grads, parts, use_generic_names): each part (a tuple of indices into grads) one
+    grouped allreduce; the reduced gradients, None where grads has None."""
     if op == Average and gradient_predivide_factor != 1.0:
         # divide before the sum and the rest after it (Horovod's gradient_predivide_factor)
         op_, pre = Sum, 1.0 / gradient_predivide_factor
-        post = None  # gradient_predivide_factor / size, known at run time
     else:
-        op_, pre, post = op, 1.0, 1.0
+        op_, pre = op, 1.0
+
+    def reduce(grads, parts, use_generic_names):
+        post = gradient_predivide_factor / _set_size(process_set) if op_ != op else 1.0
+        out = [None] * len(grads)
+        with tf.name_scope(name + "_Allreduce"):
+            for gi, part in enumerate(parts):
+                gname = f"{name}_Allreduce_grad_{gi}" if use_generic_names else None
+                reduced = grouped_allreduce([grads[i] for i in part], op=op_,
+                                            compression=compression, prescale_factor=pre,
+                                            postscale_factor=post, process_set=process_set,
+                                            name=gname)
+                for i, r in zip(part, reduced):
+                    out[i] = r
+        return out
+
+    return reduce
+
+
+@_cache
+def _cached_reduce_parts_fn(name, compression, op, gradient_predivide_factor, process_set):
+    fn = _reduce_parts_fn(name, compression, op, gradient_predivide_factor, process_set)
+    # Eagerly, one tf.function for the whole set of gradients: their allreduces start
+    # together and are negotiated and fused together, instead of one eager round trip each.
+    # (Only the gradients cross into it; the grouping is a Python value of its signature.)
+    return _make_subgraph(fn) if _executing_eagerly() else fn
+
+
+def _allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
+                        gradient_predivide_factor, groups, process_set):
+    """allreduce_grads(grads, vars=None, use_generic_names=False): the gradients reduced over
+    the process set (None stays None), grouped as `groups` says."""
 
     def allreduce_grads(grads, vars=None, use_generic_names=False):
         grads = list(grads)
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                      for g in grads]
-        postscale = post if post is not None else gradient_predivide_factor / _set_size(process_set)
-        out = [None] * len(grads)
-        with tf.name_scope(name + "_Allreduce"):
-            for gi, part in enumerate(_group_indices(grads, vars, groups)):
-                gname = None
-                if use_generic_names:
-                    gname = f"{name}_Allreduce_grad_{gi}"
-                reduced = grouped_allreduce([grads[i] for i in part], op=op_,
-                                            compression=compression, prescale_factor=pre,
-                                            postscale_factor=postscale,
-                                            process_set=process_set, name=gname)
-                for i, r in zip(part, reduced):
-                    out[i] = r
-        return out
+        parts = tuple(tuple(p) for p in _group_indices(grads, vars, groups))
+        reduce = _cached_reduce_parts_fn(name, compression, op, gradient_predivide_factor,
+                                         process_set)
+        return reduce(grads, parts, use_generic_names)
 
     return allreduce_grads
-
-
-@_cache
-def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
-                                    sparse_as_dense, op, gradient_predivide_factor, groups,
-                                    process_set):
-    fn = _make_allreduce_grads_fn(name, device_dense, device_sparse, compression,
-                                  sparse_as_dense, op, gradient_predivide_factor, groups,
-                                  process_set)
-    # Eagerly, one tf.function for the whole set of gradients: their allreduces start
-    # together and are negotiated and fused together, instead of one eager round trip each.
-    return _make_subgraph(fn) if _executing_eagerly() else fn
-
-
-def _allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
-                        gradient_predivide_factor, groups, process_set):
-    hashable_groups = groups
-    if isinstance(groups, list):
-        hashable_groups = tuple(tuple(_var_key(v) for v in g) for g in groups)
-    fn = _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
-                                         sparse_as_dense, op, gradient_predivide_factor,
-                                         hashable_groups, process_set)
-    if isinstance(groups, list):
-        groups_ = groups
-
-        def with_groups(grads, vars=None, use_generic_names=False):
-            return _make_allreduce_grads_fn(name, device_dense, device_sparse, compression,
-                                            sparse_as_dense, op, gradient_predivide_factor,
-                                            groups_, process_set)(grads, vars, use_generic_names)
-        return with_groups
-    return fn
 
 
 def _check_optimizer_args(op, gradient_predivide_factor, average_aggregated_gradients,

@@ -5,15 +5,15 @@ import numpy as np
 import tensorflow as tf
 
 from horovod.common.process_sets import global_process_set
-from horovod.tensorflow.mpi_ops import (_executing_eagerly, allgather, broadcast, broadcast_,
-                                        rank)
+from horovod.tensorflow.mpi_ops import _executing_eagerly, allgather, broadcast, rank
+from horovod.tensorflow.util import _tf_variable
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
     """Give every variable `root_rank`'s value. Eagerly it happens now; in a graph the op that
     does it is returned (run it once, after the variables are initialised). `inplace` is
     accepted for Horovod's signature: the variables are assigned either way."""
-    variables = list(variables)
+    variables = [_tf_variable(v) for v in variables]
     if _executing_eagerly():
         _broadcast_group(variables, root_rank, process_set)
         return None

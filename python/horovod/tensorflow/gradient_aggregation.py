@@ -72,7 +72,9 @@ class LocalGradientAggregationHelper:
         return g
 
     def _due(self):
-        return tf.equal(tf.math.floormod(self.counter, self.backward_passes_per_step), 0)
+        """Whether this step completes a cycle (the counter counts the steps of the cycle;
+        applying resets it to 0)."""
+        return tf.equal(self.counter, self.backward_passes_per_step)
 
     def compute_gradients(self, grads, vars):
         """Add this step's gradients to the local sums; on every backward_passes_per_step-th
@@ -96,6 +98,12 @@ class LocalGradientAggregationHelper:
             out = list(sums)
             for i, r in zip(glob, reduced):
                 out[i] = r
+            if self.scale_local_gradients and len(glob) < len(out):
+                # local variables' sums are this rank's alone: scaled as the reduced ones
+                n = self.process_set.size()
+                for i in set(range(len(out))) - set(glob):
+                    if out[i] is not None:
+                        out[i] = out[i] / tf.cast(n, out[i].dtype)
             return [o if o is not None else tf.zeros([]) for o in out]
 
         def keep_sums():
@@ -107,15 +115,15 @@ class LocalGradientAggregationHelper:
         return [o if g is not None else None for o, g in zip(out, grads)]
 
     def _clear(self):
-        return [v.assign(tf.zeros_like(v)) for v in self.locally_aggregated_grads.values()]
+        return [v.assign(tf.zeros_like(v)) for v in self.locally_aggregated_grads.values()] + \
+            [self.counter.assign(0)]
 
     def apply_gradients(self, apply_grads_closure, optimizer, *args, **kwargs):
         """Apply (through apply_grads_closure) and clear the sums on the steps that reduced
         them; do nothing on the others."""
         def apply():
             applied = apply_grads_closure()
-            deps = [applied] if applied is not None and not isinstance(applied, (int, bool)) \
-                else []
+            deps = [applied] if isinstance(applied, (tf.Tensor, tf.Operation)) else []
             with tf.control_dependencies(deps):
                 with tf.control_dependencies(self._clear()):
                     return tf.constant(True)

@@ -37,6 +37,15 @@ def _var_key(var):
     return id(var)
 
 
+def _tf_variable(var):
+    """The tf.Variable behind a variable: itself, or a Keras 3 Variable's (TensorFlow backend),
+    which tf.function would otherwise take as a plain tensor."""
+    if isinstance(var, tf.Variable):
+        return var
+    inner = getattr(var, "value", None)
+    return inner if isinstance(inner, tf.Variable) else var
+
+
 def vars_to_refs(variables):
     """Hashable references of variables (tf.Variable is not hashable)."""
     if isinstance(variables, list):

@@ -157,18 +157,24 @@ void hvd__help_print_version(FILE *out) {
             HVD_HOROVOD_COMPAT_VERSION);
 }
 
-/* PyTorch is there when this build made the horovod package (horovod.torch) beside it. */
+/* PyTorch is there when this build made the horovod package (horovod.torch) beside it,
+ * TensorFlow when it also built horovod.tensorflow's kernels. */
 #ifdef HVD_WITH_PYTORCH
 #define HVD_PYTORCH_MARK "X"
 #else
 #define HVD_PYTORCH_MARK " "
+#endif
+#ifdef HVD_WITH_TENSORFLOW
+#define HVD_TENSORFLOW_MARK "X"
+#else
+#define HVD_TENSORFLOW_MARK " "
 #endif
 
 void hvd__help_print_check_build(FILE *out) {
     fprintf(out,
             "Horovod v%s (hvd %s):\n\n"
             "Available Frameworks:\n"
-            "    [ ] TensorFlow\n"
+            "    [" HVD_TENSORFLOW_MARK "] TensorFlow\n"
             "    [" HVD_PYTORCH_MARK "] PyTorch\n"
             "    [ ] MXNet\n\n"
             "Available Controllers:\n"
