@@ -81,7 +81,12 @@ class Timer:
         return [per / (b - a) for a, b in zip(self.marks, self.marks[1:])]
 
 
-def train(tf, args, rank, size, distribute):
+def _in_scope(scope, fn):
+    with scope:
+        return fn()
+
+
+def train(tf, args, rank, size, distribute, scope=None):
     """model.fit of the MLP; the job's img/s per timed iteration."""
     steps = args.num_warmup_batches + args.num_batches_per_iter * args.num_iters
     tf.keras.utils.set_random_seed(42)
@@ -94,9 +99,13 @@ def train(tf, args, rank, size, distribute):
         options.experimental_distribute.auto_shard_policy = \
             tf.data.experimental.AutoShardPolicy.OFF
         data = data.with_options(options)
-    model, opt = distribute()
-    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True))
+    def compile_model():
+        model, opt = distribute()
+        model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True))
+        return model
+
+    model = compile_model() if scope is None else _in_scope(scope, compile_model)
     timer = Timer(tf, args)
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[timer.callback])
     return [r * size for r in timer.rates(args.batch_size)]
@@ -172,10 +181,9 @@ def run_mwms_worker(args):
             implementation=tf.distribute.experimental.CommunicationImplementation.RING))
 
     def distribute():
-        with strategy.scope():
-            return mlp(tf), tf.keras.optimizers.SGD(0.01)
+        return mlp(tf), tf.keras.optimizers.SGD(0.01)
 
-    rates = train(tf, args, rank, size, distribute)
+    rates = train(tf, args, rank, size, distribute, scope=strategy.scope())
     if rank == 0:
         report(rates, f"mwms np {size} batch {args.batch_size}")
 

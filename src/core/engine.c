@@ -170,7 +170,7 @@ static void *thread_main(void *arg) {
     int wfd = tp && tp->ops->wait_fd ? tp->ops->wait_fd(tp) : -1;
     int solo = e->ctx->global.size == 1;
     int64_t join_delay_us = e->cycle_us > 200 ? e->cycle_us : 200, driven_sleep_us = join_delay_us;
-    uint64_t express_seen = 0, pushes_seen = 0;
+    uint64_t express_seen = 0, pushes_seen = 0, callbacks_cycled = 0;
     while (!__atomic_load_n(&e->stop_thread, __ATOMIC_ACQUIRE)) {
         if (is_interrupted(e) && !hvd__engine_is_dead(e)) {
             /* Nobody may be running cycles (the training code computes): fail the engine
@@ -211,8 +211,14 @@ static void *thread_main(void *arg) {
             last = pushed;
         int64_t now = hvd__clock_now_us();
         int idle = dead || (solo && hvd__tq_in_flight(e->tq) == 0);
-        if (!idle && !driven && now >= last + interval) {
-            if (try_cycle(e, DRIVE_BACKGROUND) == 1)
+        /* Operations registered with hvd_on_done since this thread's last cycle: now, at full
+         * speed, unless a waiter drives the cycles (hvd__engine_on_done says why). */
+        uint64_t callbacks = __atomic_load_n(&e->callbacks, __ATOMIC_SEQ_CST);
+        int urgent =
+            callbacks != callbacks_cycled && __atomic_load_n(&e->drivers, __ATOMIC_ACQUIRE) == 0;
+        if (!idle && (urgent || (!driven && now >= last + interval))) {
+            callbacks_cycled = callbacks;
+            if (try_cycle(e, urgent ? DRIVE_FULL : DRIVE_BACKGROUND) == 1)
                 wait_cycle_end(e, seen, NULL);
             continue;
         }
@@ -238,6 +244,8 @@ static void *thread_main(void *arg) {
         __atomic_store_n(&e->bg_wake_at_us, now + wait_us, __ATOMIC_SEQ_CST);
         if (wait_us > e->cycle_us && __atomic_load_n(&e->pushes, __ATOMIC_SEQ_CST) != pushes)
             continue;
+        if (__atomic_load_n(&e->callbacks, __ATOMIC_SEQ_CST) != callbacks)
+            continue; /* (hvd__engine_on_done saw the old deadline: it may not have woken us) */
         struct timespec ts = {.tv_sec = wait_us / 1000000, .tv_nsec = (wait_us % 1000000) * 1000};
         struct pollfd fds[2] = {{.fd = e->wake_fd, .events = POLLIN},
                                 {.fd = dead || driven ? -1 : wfd, .events = POLLIN}};
@@ -522,9 +530,17 @@ hvd_status_t hvd__engine_wait(hvd_engine_t *e, hvd_handle_t h, int resting) {
 }
 
 hvd_status_t hvd__engine_on_done(hvd_engine_t *e, hvd_handle_t h, hvd_done_fn fn, void *user) {
-    /* Nobody waits: the background thread drives the cycles, at the cycle time while the
-     * operation is in flight (hvd__engine_push set its interval). */
-    return hvd__tq_on_done(e->tq, h, fn, user);
+    /* No thread waits to drive the cycles, but a framework's kernel waits for the callback:
+     * the background thread starts a cycle for it at once, as a waiter would, rather than a
+     * cycle time after the push (an eager TensorFlow allreduce took 1.4 ms at np 2, the
+     * cycle time and a quiet cycle; 80-100 us this way). */
+    hvd_status_t st = hvd__tq_on_done(e->tq, h, fn, user);
+    if (st == HVD_OK) {
+        __atomic_add_fetch(&e->callbacks, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&e->bg_wake_at_us, __ATOMIC_SEQ_CST) > hvd__clock_now_us())
+            wake_thread(e);
+    }
+    return st;
 }
 
 hvd_status_t hvd__engine_join(hvd_engine_t *e, int *last_joined_rank_p) {

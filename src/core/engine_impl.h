@@ -88,6 +88,10 @@ struct hvd_engine {
     int resting_waiters;   /* of those, in hvd_wait_resting (atomic) */
     int64_t bg_wake_at_us; /* when the background thread's sleep ends at the latest (atomic) */
     uint64_t pushes;       /* hvd__engine_push calls that enqueued (atomic) */
+    /* hvd__engine_on_done registrations (atomic): operations nobody waits for but a
+     * framework's kernel does (hvd_on_done); the background thread starts a cycle for them
+     * at once instead of one interval after the push (thread_main). */
+    uint64_t callbacks;
     int sleepers;          /* threads waiting on cv (atomic; changed under state_lock) */
     uint64_t cycles;       /* completed (atomic; count_cycle) */
     int64_t last_cycle_us; /* start of the latest cycle (atomic) */
