@@ -5,7 +5,10 @@
 # own horovodrun runs a two-rank horovod.torch job with its own python only (no PYTHONPATH,
 # no build tree on any path, another working directory), `horovodrun --check-build` says
 # PyTorch is there, and `pip uninstall horovod` leaves nothing of what the install wrote.
-# A build variable hvd cannot honour fails at once, saying why.
+# A build variable hvd cannot honour fails at once, saying why. Where the TensorFlow venv of
+# scripts/install-deps.sh exists, the wheel is built in an environment that imports
+# tensorflow, so it holds horovod.tensorflow's kernels, and a horovod.tensorflow job runs from
+# it too; HOROVOD_WITH_TENSORFLOW=1 without TensorFlow is refused.
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -23,8 +26,27 @@ msg=$(cd "$src" && HOROVOD_GPU_OPERATIONS=NCCL $PY -m pip wheel --no-index --no-
 expect_contains "NCCL refused" "$msg" "HOROVOD_GPU_OPERATIONS=NCCL: hvd runs its collectives on the CPU"
 ! compgen -G "$src/build-pip/temp*" >/dev/null || fail "NCCL refused after the build had started"
 
-(cd "$src" && $PY -m pip wheel --no-index --no-deps -w "$TMP/wheels" . >"$TMP/wheel.log" 2>&1) ||
-  fail "pip wheel failed: $(tail -n 30 "$TMP/wheel.log")"
+rc=0
+msg=$(cd "$src" && HOROVOD_WITH_TENSORFLOW=1 $PY -m pip wheel --no-index --no-deps -w "$TMP/none" . 2>&1) ||
+  rc=$?
+((rc != 0)) || fail "HOROVOD_WITH_TENSORFLOW=1 without TensorFlow: the build went on"
+expect_contains "TensorFlow required" "$msg" "HOROVOD_WITH_TENSORFLOW=1 but this Python cannot import tensorflow"
+
+# The building environment: a venv on the Python of the TensorFlow venv, whose packages it sees
+# through a .pth file (as the venv on PyPI's torch below), else Debian's python3.
+tf_venv=${HVD_TF_VENV:-/opt/hvd/venv-tf}
+build_py=$PY
+if [[ -x $tf_venv/bin/python ]]; then
+  "$tf_venv/bin/python" -m venv "$TMP/venvtf"
+  site=$("$TMP/venvtf/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$tf_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+    >"$site/tf_venv.pth"
+  build_py=$TMP/venvtf/bin/python
+else
+  echo "note: no $tf_venv (scripts/install-deps.sh makes it): the wheel is built without TensorFlow"
+fi
+(cd "$src" && TF_CPP_MIN_LOG_LEVEL=3 $build_py -m pip wheel --no-index --no-deps -w "$TMP/wheels" . \
+  >"$TMP/wheel.log" 2>&1) || fail "pip wheel failed: $(tail -n 30 "$TMP/wheel.log")"
 wheel=$(ls "$TMP"/wheels/horovod-*.whl)
 [[ $wheel == *-cp3*-linux_*.whl ]] || fail "not a platform wheel: $wheel"
 listing=$($PY -m zipfile -l "$wheel")
@@ -32,6 +54,9 @@ for f in horovod/_hvd. horovod/lib/libhvd.so.0 horovod/torch/__init__.py data/da
   data/data/bin/horovodrun-slurm-hosts; do
   expect_contains "wheel holds $f" "$listing" "$f"
 done
+if [[ $build_py != "$PY" ]]; then
+  expect_contains "wheel holds TensorFlow's kernels" "$listing" "horovod/tensorflow/mpi_lib.cpython-"
+fi
 
 mkdir -p "$TMP/run"
 cat >"$TMP/run/job.py" <<'PYJOB'
@@ -100,5 +125,27 @@ if [[ -x $torch_venv/bin/python ]]; then
   check_install "venv on torch $version" "$TMP/venv2/bin" "$TMP/venv2/bin/python"
 else
   echo "note: no $torch_venv (scripts/install-deps.sh makes it): the install on PyPI's torch is not checked"
+fi
+
+# horovod.tensorflow from the wheel, in the environment that built it
+if [[ $build_py != "$PY" ]]; then
+  "$TMP/venvtf/bin/pip" install --no-index --no-deps "$wheel" >"$TMP/install3.log" 2>&1 ||
+    fail "pip install into the TensorFlow venv: $(cat "$TMP/install3.log")"
+  cat >"$TMP/run/tfjob.py" <<'PYJOB'
+import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+t = hvd.allreduce(tf.constant([hvd.rank() + 1.0]), op=hvd.Sum)
+assert float(t[0]) == 3.0, t
+print(f"rank {hvd.rank()} of {hvd.size()}: {float(t[0])} from {hvd.__file__}", flush=True)
+PYJOB
+  out=$(cd "$TMP/run" && env -i HOME="$TMP/home" PATH="$TMP/venvtf/bin:/usr/bin:/bin" TF_CPP_MIN_LOG_LEVEL=3 \
+    "$TMP/venvtf/bin/horovodrun" -np 2 "$TMP/venvtf/bin/python" tfjob.py 2>&1) ||
+    fail "the TensorFlow job failed: $out"
+  [[ $out == *"rank 0 of 2: 3.0 from $TMP/venvtf/"* && $out == *"rank 1 of 2: 3.0"* ]] ||
+    fail "the TensorFlow job did not run on the installed package: $out"
+  out=$(env -i PATH="$TMP/venvtf/bin:/usr/bin:/bin" "$TMP/venvtf/bin/horovodrun" --check-build)
+  expect_contains "TensorFlow venv: --check-build" "$out" "[X] TensorFlow"
+  ok "TensorFlow venv: two ranks of horovod.tensorflow from the wheel's kernels"
 fi
 pass

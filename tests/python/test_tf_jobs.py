@@ -2,10 +2,13 @@
 source article's TensorFlow 2 example under `horovodrun --gloo` and plain horovodrun (the
 same weights), the Keras example, a rank SIGKILLed mid-training (the others fail promptly
 naming it), and a TensorFlow with a single inter-op thread whose ranks start their collectives
-in different orders (the kernels are asynchronous: none holds the thread while it waits).
+in different orders (the kernels are asynchronous: none holds the thread while it waits), and
+an elastic job (hvd.elastic.run with TensorFlowKerasState) that loses a worker and ends with
+the exact result.
 HVD_BUILD_DIR names the build tree, HVD_TF_PYTHON the interpreter with TensorFlow."""
 import os
 import re
+import signal
 import sys
 import textwrap
 import time
@@ -129,3 +132,18 @@ def test_one_inter_op_thread_and_collectives_in_different_orders(tmp_path):
     assert rc == 0, out
     # "a" and "b" each add one rank's x to the other's 2x
     assert "[0]<stdout>:done 12.0 12.0" in out and "[1]<stdout>:done 12.0 12.0" in out, out
+
+
+def test_elastic_worker_killed_state_restored(tmp_path):
+    # hosts 127.0.0.1 and .2 are distinct to the elastic driver (test_elastic.py's Job)
+    from test_elastic import Job, expect_exact_completion
+    steps = 150
+    job = Job(tmp_path, ["127.0.0.1:1", "127.0.0.2:1"],
+              ["-np", "2", "--min-np", "1", PY, os.path.join(HERE, "jobs", "tf_elastic_worker.py"),
+               "--steps", str(steps), "--commit-every", "5", "--sleep-ms", "20"],
+              TF_CPP_MIN_LOG_LEVEL="2")
+    job.wait_for(lambda out: out.count("<stdout>:commit ") >= 3, "three commits")
+    os.kill(job.pid_of("127.0.0.2"), signal.SIGKILL)
+    out = expect_exact_completion(job, steps)
+    assert " size 1" in out, out  # went on without the victim, from the last commit
+    assert "resets 1" in out, out

@@ -73,6 +73,16 @@ def test_allreduce_scaling_compression_and_grouped(mode, wrap):
     np.testing.assert_allclose(got[1].numpy(), np.full([2, 2], size))
 
 
+def test_adasum():
+    # Adasum of vectors that are all the same is that vector; of orthogonal ones, their sum
+    size, rank = hvd.size(), hvd.rank()
+    same = hvd.allreduce(tf.constant([3.0, 4.0]), op=hvd.Adasum)
+    np.testing.assert_allclose(same.numpy(), [3.0, 4.0], rtol=1e-6)
+    onehot = tf.one_hot(rank, size, dtype=tf.float64)
+    got = hvd.allreduce(onehot, op=hvd.Adasum, name="adasum.orthogonal")
+    np.testing.assert_allclose(got.numpy(), np.ones(size), rtol=1e-6)
+
+
 @pytest.mark.parametrize("mode,wrap", modes())
 @pytest.mark.parametrize("dtype", ANY_TYPES)
 def test_allgather_rows_differ_per_rank(mode, wrap, dtype):
