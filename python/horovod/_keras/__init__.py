@@ -208,22 +208,10 @@ class _Keras2Mixin(_DistributedMixin):
         return self._hvd_apply(lambda: parent.apply_gradients(pairs, *args, **kwargs))
 
 
-def create_distributed_optimizer(optimizer, name=None, device_dense='', device_sparse='',
-                                 compression=None, sparse_as_dense=False,
-                                 gradient_predivide_factor=1.0, op=None,
-                                 backward_passes_per_step=1, average_aggregated_gradients=False,
-                                 groups=None, process_set=global_process_set,
-                                 scale_local_gradients=True):
-    """A distributed copy of `optimizer` (its class and config)."""
-    cls = distributed_class(type(optimizer), name=name, device_dense=device_dense,
-                            device_sparse=device_sparse, compression=compression,
-                            sparse_as_dense=sparse_as_dense,
-                            gradient_predivide_factor=gradient_predivide_factor, op=op,
-                            backward_passes_per_step=backward_passes_per_step,
-                            average_aggregated_gradients=average_aggregated_gradients,
-                            groups=groups, process_set=process_set,
-                            scale_local_gradients=scale_local_gradients)
-    return cls.from_config(optimizer.get_config())
+def create_distributed_optimizer(optimizer, **settings):
+    """A distributed copy of `optimizer` (its class and config); settings as distributed_class
+    takes them."""
+    return distributed_class(type(optimizer), **settings).from_config(optimizer.get_config())
 
 
 def distributed_class(base, name=None, device_dense='', device_sparse='', compression=None,

@@ -625,7 +625,8 @@ static void compute_local_size(void *k, TF_OpKernelContext *ctx) {
     if (check_init(ctx))
         scalar_out(ctx, hvd_local_size());
 }
-static void compute_size(void *kp, TF_OpKernelContext *ctx) {
+/* The process set's size, or 1/0 for whether this rank belongs to it. */
+static void set_info_out(void *kp, TF_OpKernelContext *ctx, int included) {
     kernel_t *k = kp;
     int rank = -1, size = 0;
     if (!check_init(ctx))
@@ -634,18 +635,13 @@ static void compute_size(void *kp, TF_OpKernelContext *ctx) {
     if (st != HVD_OK)
         fail_hvd(ctx, st, hvd_last_error());
     else
-        scalar_out(ctx, size);
+        scalar_out(ctx, included ? rank >= 0 : size);
 }
-static void compute_included(void *kp, TF_OpKernelContext *ctx) {
-    kernel_t *k = kp;
-    int rank = -1, size = 0;
-    if (!check_init(ctx))
-        return;
-    hvd_status_t st = hvd_process_set_info(k->process_set, &rank, &size);
-    if (st != HVD_OK)
-        fail_hvd(ctx, st, hvd_last_error());
-    else
-        scalar_out(ctx, rank >= 0 ? 1 : 0);
+static void compute_size(void *k, TF_OpKernelContext *ctx) {
+    set_info_out(k, ctx, 0);
+}
+static void compute_included(void *k, TF_OpKernelContext *ctx) {
+    set_info_out(k, ctx, 1);
 }
 
 /* ---- registration ------------------------------------------------------------------------- */

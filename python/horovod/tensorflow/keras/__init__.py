@@ -18,6 +18,7 @@ from horovod.tensorflow import (Adasum, Average, Compression, Max, Min, Product,
                                 local_rank, local_size, mpi_built, mpi_enabled,
                                 mpi_threads_supported, nccl_built, rank, rocm_built, shutdown,
                                 size, start_timeline, stop_timeline)
+from horovod.tensorflow import _check_optimizer_args
 from horovod.tensorflow import allgather as _allgather
 from horovod.tensorflow import allreduce as _allreduce
 from horovod.tensorflow import broadcast as _broadcast
@@ -37,19 +38,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     """`optimizer` (a Keras optimizer) whose gradients are averaged (op) over the process set
     before they are applied; with backward_passes_per_step > 1, summed locally over that many
     steps first (averaged over them with average_aggregated_gradients)."""
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError('gradient_predivide_factor not supported with op != Average')
     if op == Adasum:
         raise ValueError('op == Adasum is not supported yet with Keras')
-    if num_groups != 0:
-        import warnings
-        warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed '
-                      'in v0.23.0.', DeprecationWarning)
-        if groups is None:
-            groups = num_groups
-    if groups is not None and not (isinstance(groups, list) or groups > 0):
-        raise ValueError('groups should be a non-negative integer or a list of list of '
-                         'tf.Variable.')
+    groups = _check_optimizer_args(op, gradient_predivide_factor, average_aggregated_gradients,
+                                   num_groups, groups)
     return _impl.create_distributed_optimizer(
         optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
         compression=compression, sparse_as_dense=sparse_as_dense,
