@@ -138,10 +138,7 @@ class _DistributedMixin:
         if agg is None:
             return apply_fn()
 
-        def apply_and_count():
-            return apply_fn()
-
-        result = agg.apply_gradients(apply_and_count, self)
+        result = agg.apply_gradients(apply_fn, self)
 
         def count_skipped():
             self.iterations.assign_add(1)

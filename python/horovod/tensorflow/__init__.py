@@ -35,8 +35,8 @@ from horovod.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum,
                                         process_set_included_op, rank, rank_op, rocm_built,
                                         shutdown, size, size_op, start_timeline, stop_timeline)
 from horovod.tensorflow.sync_batch_norm import SyncBatchNormalization
-from horovod.tensorflow.util import (_cache, _executing_eagerly, _make_subgraph, _var_key,
-                                     refs_to_vars, vars_to_refs)
+from horovod.tensorflow.util import (_cache, _executing_eagerly, _make_subgraph,  # noqa: F401
+                                     _var_key, refs_to_vars, vars_to_refs)
 
 try:
     _LegacyOptimizer = tf.compat.v1.train.Optimizer

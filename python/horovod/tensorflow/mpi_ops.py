@@ -108,6 +108,21 @@ def _auto_name(prefix, tensor, name):
     return name
 
 
+def _auto_group_name(prefix, tensors, name):
+    """_auto_name for a grouped op: named after its first and last tensors."""
+    if name is None and not _executing_eagerly():
+        name = f"{prefix}_{_normalize_name(tensors[0].name)}_{_normalize_name(tensors[-1].name)}"
+    return name
+
+
+def _reduce_attrs(op):
+    """The keyword arguments that redo a reducing op as it was made (for its gradient)."""
+    return dict(op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
+                postscale_factor=op.get_attr("postscale_factor"),
+                ignore_name_scope=op.get_attr("ignore_name_scope"),
+                process_set=_ps_of(op.get_attr("process_set_id")))
+
+
 def _ps_id(process_set):
     pid = process_set.process_set_id
     if pid is None:
@@ -155,19 +170,13 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
 @ops.RegisterGradient("HorovodAllreduce")
 def _allreduce_grad(op, grad):
     """The gradient of an allreduce is the same allreduce of the gradients."""
-    return _allreduce(grad, op=op.get_attr("reduce_op"),
-                      prescale_factor=op.get_attr("prescale_factor"),
-                      postscale_factor=op.get_attr("postscale_factor"),
-                      ignore_name_scope=op.get_attr("ignore_name_scope"),
-                      process_set=_ps_of(op.get_attr("process_set_id")))
+    return _allreduce(grad, **_reduce_attrs(op))
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
     """One HorovodGroupedAllreduce op over `tensors` (negotiated and fused together)."""
-    if name is None and not _executing_eagerly():
-        name = "HorovodGroupedAllreduce_%s_%s" % (_normalize_name(tensors[0].name),
-                                                  _normalize_name(tensors[-1].name))
+    name = _auto_group_name("HorovodGroupedAllreduce", tensors, name)
     return MPI_LIB.horovod_grouped_allreduce(tensors, name=name, reduce_op=op,
                                              prescale_factor=prescale_factor,
                                              postscale_factor=postscale_factor,
@@ -177,11 +186,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
 
 @ops.RegisterGradient("HorovodGroupedAllreduce")
 def _grouped_allreduce_grad(op, *grads):
-    return _grouped_allreduce(_filled(grads, op.outputs), op=op.get_attr("reduce_op"),
-                              prescale_factor=op.get_attr("prescale_factor"),
-                              postscale_factor=op.get_attr("postscale_factor"),
-                              ignore_name_scope=op.get_attr("ignore_name_scope"),
-                              process_set=_ps_of(op.get_attr("process_set_id")))
+    return _grouped_allreduce(_filled(grads, op.outputs), **_reduce_attrs(op))
 
 
 # ---- allgather ----
@@ -215,9 +220,7 @@ def _allgather_grad(op, grad):
 def grouped_allgather(tensors, name=None, ignore_name_scope=False,
                       process_set=global_process_set):
     """allgather of every tensor in `tensors`, negotiated together."""
-    if name is None and not _executing_eagerly():
-        name = "HorovodGroupedAllgather_%s_%s" % (_normalize_name(tensors[0].name),
-                                                  _normalize_name(tensors[-1].name))
+    name = _auto_group_name("HorovodGroupedAllgather", tensors, name)
     outs = MPI_LIB.horovod_grouped_allgather(tensors, name=name,
                                              ignore_name_scope=ignore_name_scope,
                                              process_set_id=_ps_id(process_set))
@@ -336,9 +339,7 @@ def _reducescatter_grad(op, grad):
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            process_set=global_process_set, prescale_factor=1.0,
                            postscale_factor=1.0):
-    if name is None and not _executing_eagerly():
-        name = "HorovodGroupedReducescatter_%s_%s" % (_normalize_name(tensors[0].name),
-                                                      _normalize_name(tensors[-1].name))
+    name = _auto_group_name("HorovodGroupedReducescatter", tensors, name)
     outs = MPI_LIB.horovod_grouped_reducescatter(tensors, name=name, reduce_op=op,
                                                  ignore_name_scope=ignore_name_scope,
                                                  prescale_factor=prescale_factor,
