@@ -48,12 +48,14 @@ def test_survivors_raise_internal_error_within_two_seconds(tmp_path, np_, victim
 def test_rank_leaving_before_init_fails_the_others_at_once(tmp_path):
     script = os.path.join(SOURCE, "tests/python/jobs/leave_before_init.py")
     r = run(["-np", "3", sys.executable, script, str(tmp_path), "1"],
-            HOROVOD_GLOO_TIMEOUT_SECONDS="30")
+            HOROVOD_GLOO_TIMEOUT_SECONDS="60")
     for rank in (0, 2):
         report = tmp_path / f"rank{rank}"
         assert report.exists(), r.stdout + r.stderr
         took, kinds, message = report.read_text().split("\n", 2)
-        assert float(took) < 1.0, f"rank {rank}: hvd.init() failed after {took} s"
+        # "at once": told by the launcher's record of the exit, not by the 60 s rendezvous
+        # timeout; typically 0.1 s, the bound leaves room for a loaded CI machine (1.2 s seen)
+        assert float(took) < 10.0, f"rank {rank}: hvd.init() failed after {took} s"
         assert kinds == "True True", kinds  # HorovodInternalError and ValueError
         assert "rank 1 (host " in message and "exited with status 0 before hvd_init" in message
 
