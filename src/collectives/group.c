@@ -634,6 +634,39 @@ arena_failed:
     return hvd__group_arena_failed(lg, st, what);
 }
 
+/* Before the first Bruck allgather: one byte to and from every peer of its rounds (me -/+ d
+ * for d = 1, 2, 4, ...), in one exchange, so that their connections' handshakes overlap
+ * instead of one round's starting when the previous round's data arrives. Where ranks far
+ * outnumber cores every handshake waits for its processes' turns on a core, and 2,048 ranks
+ * would wait for eleven such rounds one after the other. */
+static hvd_status_t link_peers(hvd_group_t *g, const char *what) {
+    int p = g->size, me = g->rank, n = 0;
+    for (int d = 1; d < p; d <<= 1)
+        n += 2;
+    hvd_xfer_t *x = hvd__group_xfers(g, (size_t)n);
+    if (!x)
+        return HVD_ERR_NO_MEMORY;
+    uint8_t out = 1, *in = calloc((size_t)n / 2, 1);
+    if (!in)
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
+    memset(x, 0, (size_t)n * sizeof *x);
+    int k = 0;
+    for (int d = 1; d < p; d <<= 1, k += 2) {
+        x[k].peer = hvd__group_peer(g, me - d);
+        x[k].is_send = 1;
+        x[k].iov[0] = (struct iovec){.iov_base = &out, .iov_len = 1};
+        x[k].iovcnt = 1;
+        x[k + 1].peer = hvd__group_peer(g, me + d);
+        x[k + 1].iov[0] = (struct iovec){.iov_base = &in[k / 2], .iov_len = 1};
+        x[k + 1].iovcnt = 1;
+    }
+    hvd_status_t st = hvd__group_exchange(g, x, (size_t)n, what);
+    free(in);
+    if (st == HVD_OK)
+        g->vpeers_linked = 1;
+    return st;
+}
+
 hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t len, size_t max,
                                       const uint8_t **blocks, size_t *lens, const char *what) {
     int p = g->size, me = g->rank;
@@ -648,6 +681,11 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
         return arena_allgather_var(g, a, idx, mine, len, max, blocks, lens, what);
     if (g->hier_grid && g->hier_cross->size * (max + 4) <= UINT32_MAX)
         return hier_allgather_var(g, mine, len, max, blocks, lens, what);
+    if (p > 2 && !g->vpeers_linked) {
+        hvd_status_t st = link_peers(g, what);
+        if (st != HVD_OK)
+            return st;
+    }
     size_t used = 0;
     uint8_t pre[4];
     hvd__le32_put(pre, (uint32_t)len);

@@ -66,6 +66,7 @@ typedef struct hvd_group {
     uint8_t *vbuf;       /* hvd__group_allgather_var's blocks */
     size_t vcap, *vpos;
     const uint8_t **vblocks; /* a cross group's blocks in the global group's allgather_var */
+    int vpeers_linked;       /* allgather_var's peers connected at once (group.c, link_peers) */
     /* When the members are exactly the ranks of this host's shared-memory arena: group rank
      * -> arena member index (hvd__group_arena; NULL until looked up, or not such a group). */
     int *arena_idx;

@@ -6,8 +6,9 @@
  * slower rank still reading the previous one. The planned check-in first puts it into its
  * machine's scope (init.<g>.m.<boot id>), then waits for the count of init.<g> alone: once
  * that is complete, every machine scope is too (each rank fills its machine's before the
- * job's), and this rank reads its machine's: its host's ranks (its local group), and how
- * many ranks share this machine's cores whatever their host names. Five requests a rank. */
+ * job's), and this rank counts its machine's: how many ranks share this machine's cores
+ * whatever their host names. Five requests a rank, none of them O(ranks) bytes: every
+ * address, this host's ranks' too, is read when the rank first connects to its owner. */
 #include "core/check_in.h"
 
 #include <hvd/hvd.h>
@@ -19,6 +20,8 @@
 #include "core/elastic_rendezvous.h"
 #include "core/pmix_exchange.h"
 #include "core/store_exchange.h"
+#include "os/hostinfo.h"
+#include "os/proc_activity.h"
 #include "rendezvous/elastic_msg.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/rank_plan.h"
@@ -80,6 +83,9 @@ static int parse_rank_value(const char *v, hvd_rank_info_t *info) {
                &info->cross_rank, info->machine) != 7)
         return -1;
     info->pid = pid;
+    /* (after the seven fields: a record of an older build has none) */
+    const char *ns = strstr(v, " pid_ns=");
+    info->pid_ns = ns ? strtoul(ns + 8, NULL, 10) : 0;
     return info->addr.port > 0 && info->addr.port < 65536 ? 0 : -1;
 }
 
@@ -325,12 +331,23 @@ static hvd_status_t check_in_planned(hvd_context_t *c, const char *scope, const 
     if (st != HVD_OK)
         return st;
     hvd__store_scope_fini(&s);
-    /* complete already: every rank put its machine's record before the job's */
+    /* complete already: every rank put its machine's record before the job's. Its count
+     * alone: a rank learns a peer's address when it first connects to it, this host's
+     * ranks included (2,048 ranks on one host reading each other's records moved 600 MB
+     * through the launcher's store, and ranks timed out waiting for it). */
     size_t host = places[p->rank].host;
-    int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
-    st = hvd__store_get_scope(c->store, machine_scope, (size_t)plan->slots[host], deadline, &s);
-    if (st != HVD_OK)
-        return hvd__error_wrap(st, "rank %d could not read its machine's check-ins", p->rank);
+    if (plan->slots[host] > hvd__hostinfo_cpus()) {
+        /* This host alone has more ranks than the machine has cores, which is all the count
+         * is for (init.c): not asked. (At 2,048 ranks on 2 cores the launcher, a process
+         * among thousands runnable, needed more than the timeout to answer them all.) */
+        s.total = (size_t)plan->slots[host];
+    } else {
+        int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
+        st = hvd__store_count_scope(c->store, machine_scope, (size_t)plan->slots[host], deadline,
+                                    &s);
+        if (st != HVD_OK)
+            return hvd__error_wrap(st, "rank %d could not count its machine's check-ins", p->rank);
+    }
     for (int r = 0; r < p->size; r++) {
         hvd_rank_info_t *in = &infos[r];
         memset(in, 0, sizeof *in);
@@ -338,25 +355,9 @@ static hvd_status_t check_in_planned(hvd_context_t *c, const char *scope, const 
         in->local_rank = places[r].local_rank;
         in->cross_rank = places[r].cross_rank;
     }
-    /* this host's ranks: their records, checked against the plan */
-    const int first = plan->first[host];
-    for (int j = 0; j < plan->slots[host] && st == HVD_OK; j++) {
-        char key[32];
-        hvd_rank_info_t rec;
-        snprintf(key, sizeof key, "rank_%d", first + j);
-        const hvd_store_entry_t *e = hvd__store_scope_find(&s, key);
-        if (!e || parse_rank_value((const char *)e->value, &rec) != 0 || rec.local_rank != j ||
-            strcmp(rec.addr.host, infos[first + j].addr.host) != 0)
-            st = hvd__error_set(HVD_ERR_PROTOCOL,
-                                "rank %d: the check-in of rank %d on this host is missing, "
-                                "malformed or not where the launcher's plan puts it",
-                                p->rank, first + j);
-        else
-            infos[first + j] = rec;
-    }
-    *on_machine_p = (int)s.count;
+    *on_machine_p = (int)s.total;
     hvd__store_scope_fini(&s);
-    return st;
+    return HVD_OK;
 }
 
 hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_rank_info_t *infos,
@@ -368,10 +369,13 @@ hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_ran
     else
         snprintf(scope, sizeof scope, "init.%u", c->generation);
     machine_id(machine, sizeof machine);
-    int n =
-        snprintf(value, sizeof value,
-                 "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d machine=%s",
-                 p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank, machine);
+    snprintf(c->check_in.machine, sizeof c->check_in.machine, "%s", machine);
+    c->check_in.pid_ns = hvd__proc_pid_ns();
+    int n = snprintf(value, sizeof value,
+                     "host=%s pid=%ld addr=%s port=%d local_rank=%d cross_rank=%d machine=%s "
+                     "pid_ns=%lu",
+                     p->hostname, (long)getpid(), addr, port, p->local_rank, p->cross_rank, machine,
+                     c->check_in.pid_ns);
     *lazy_p = 0;
     c->check_in.scope[0] = '\0';
     c->check_in.lookups = c->check_in.scanned = 0;
@@ -408,6 +412,33 @@ hvd_status_t hvd__check_in(hvd_context_t *c, const char *addr, int port, hvd_ran
     return st;
 }
 
+/* A record read after a planned check-in sits on the host the plan gives its rank (a rank
+ * of another job or build writing into this one's scope would not). */
+static int where_planned(const hvd_context_t *c, int rank, const hvd_rank_info_t *info) {
+    return c->hosts && c->hosts[rank] && strcmp(info->addr.host, c->hosts[rank]) == 0;
+}
+
+hvd_status_t hvd__check_in_record(hvd_context_t *c, int rank, hvd_rank_info_t *info) {
+    const hvd_params_t *p = &c->params;
+    if (!c->check_in.scope[0] || !c->store)
+        return hvd__error_set(HVD_ERR_INVALID_ARG, "no check-in to read rank %d's record from",
+                              rank);
+    int64_t deadline = hvd__clock_deadline_ms((int64_t)p->gloo_timeout_seconds * 1000);
+    char key[32];
+    uint8_t *v = NULL;
+    size_t len = 0;
+    snprintf(key, sizeof key, "rank_%d", rank);
+    hvd_status_t st = hvd__store_get(c->store, c->check_in.scope, key, 0, deadline, &v, &len);
+    if (st == HVD_OK && parse_rank_value((const char *)v, info) != 0)
+        st = hvd__error_set(HVD_ERR_PROTOCOL, "its check-in record is malformed");
+    else if (st == HVD_OK && !where_planned(c, rank, info))
+        st = hvd__error_set(HVD_ERR_PROTOCOL,
+                            "its check-in record puts it on host %s, the launcher's plan on %s",
+                            info->addr.host, c->hosts[rank] ? c->hosts[rank] : "?");
+    free(v);
+    return st;
+}
+
 hvd_status_t hvd__check_in_resolve(void *arg, int rank, hvd_tcp_peer_addr_t *addrs) {
     hvd_context_t *c = arg;
     const hvd_params_t *p = &c->params;
@@ -428,24 +459,16 @@ hvd_status_t hvd__check_in_resolve(void *arg, int rank, hvd_tcp_peer_addr_t *add
             char key[32];
             snprintf(key, sizeof key, "rank_%d", r);
             const hvd_store_entry_t *e = hvd__store_scope_find(&s, key);
-            if (addrs[r].port == 0 && e && parse_rank_value((const char *)e->value, &info) == 0)
+            if (addrs[r].port == 0 && e && parse_rank_value((const char *)e->value, &info) == 0 &&
+                where_planned(c, r, &info))
                 addrs[r] = info.addr;
         }
         hvd__store_scope_fini(&s);
         c->check_in.scanned = 1; /* once: what is still unknown is read singly */
     }
-    if (st == HVD_OK && addrs[rank].port == 0) {
-        char key[32];
-        uint8_t *v = NULL;
-        size_t len = 0;
-        snprintf(key, sizeof key, "rank_%d", rank);
-        st = hvd__store_get(c->store, scope, key, 0, deadline, &v, &len);
-        if (st == HVD_OK && parse_rank_value((const char *)v, &info) != 0)
-            st = hvd__error_set(HVD_ERR_PROTOCOL, "its check-in record is malformed");
-        if (st == HVD_OK)
-            addrs[rank] = info.addr;
-        free(v);
-    }
+    if (st == HVD_OK && addrs[rank].port == 0 &&
+        (st = hvd__check_in_record(c, rank, &info)) == HVD_OK)
+        addrs[rank] = info.addr;
     if (st != HVD_OK)
         return hvd__error_wrap(st,
                                "rank %d could not learn where rank %d listens from the "

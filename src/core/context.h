@@ -7,6 +7,7 @@
 
 #include "collectives/group.h"
 #include "core/check_in.h"
+#include "core/peer_watch.h"
 #include "common/params.h"
 #include "crypto/secret.h"
 #include "rendezvous/store_client.h"
@@ -27,9 +28,10 @@ typedef struct hvd_context {
     hvd_check_in_state_t check_in; /* for peers' addresses learnt after a planned check-in */
     hvd_transport_t *tp;           /* NULL when size is 1 */
     hvd_group_t global, local, cross;
-    char **hosts;    /* every rank's host name, for messages */
-    long *pids;      /* every rank's process id, for messages (0: unknown) */
-    int homogeneous; /* every host runs the same number of ranks */
+    char **hosts;            /* every rank's host name, for messages */
+    long *pids;              /* every rank's process id, for messages (0: unknown) */
+    hvd_peer_watch_t *watch; /* every rank's, for a wait that saw nothing move (peer_watch.h) */
+    int homogeneous;         /* every host runs the same number of ranks */
     /* registered process sets (core/process_set.h), under its lock */
     struct hvd_pset **psets;
     int npsets, next_pset;

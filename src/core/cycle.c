@@ -919,6 +919,12 @@ static hvd_status_t run_uniform(hvd_engine_t *e, hvd_posted_t *posted, int64_t n
 static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwords, size_t pmax,
                             int64_t now, hvd_response_list_t *resp);
 
+/* Every rank's cycle message arrived: note when the job first got that far (formed_ms). */
+static void formed(hvd_engine_t *e) {
+    if (!e->formed_ms)
+        e->formed_ms = hvd__engine_now_ms();
+}
+
 static hvd_status_t run_cycle(hvd_engine_t *e, hvd_posted_t *posted, hvd_response_list_t *resp) {
     hvd_group_t *g = &e->ctx->global;
     int64_t now = hvd__engine_now_ms();
@@ -943,6 +949,7 @@ static hvd_status_t run_cycle(hvd_engine_t *e, hvd_posted_t *posted, hvd_respons
                                   e->block_lens, "cycle");
     if (st != HVD_OK)
         return st;
+    formed(e);
     if (uniform_blocking(e, posted, e->msg, len))
         return run_uniform(e, posted, now);
     return process(e, posted, nwords, pmax, now, resp);
@@ -1041,7 +1048,9 @@ static hvd_status_t process(hvd_engine_t *e, hvd_posted_t *posted, uint32_t nwor
             st = hvd__engine_run_blocking(e, posted, agreed);
             if (st != HVD_OK)
                 return st;
-        } else if (shut_rank < 0 && now - posted->posted_ms > e->timeout_ms) {
+        } else if (shut_rank < 0 && e->formed_ms &&
+                   now - (posted->posted_ms > e->formed_ms ? posted->posted_ms : e->formed_ms) >
+                       e->timeout_ms) {
             char call[160];
             hvd__sig_describe(&posted->sig, call, sizeof call);
             return hvd__error_set(HVD_ERR_TIMEOUT,
@@ -1161,6 +1170,7 @@ static hvd_status_t run_express(hvd_engine_t *e, hvd_posted_t *p, hvd_response_l
                                  "cycle");
     if (st != HVD_OK)
         return st;
+    formed(e);
     if (uniform_blocking(e, p, box, len))
         return run_uniform(e, p, 0);
     /* An ordinary cycle: its messages must outlive the steps it runs. */

@@ -77,6 +77,11 @@ struct hvd_engine {
     uint16_t nstack_ranks;
     size_t fusion_threshold;
     int64_t cycle_us, timeout_ms, stall_warn_ms;
+    /* When the first cycle message of every rank arrived (0: not yet): a blocking call's wait
+     * for the others counts from then at the earliest (cycle.c), since a rank whose engine
+     * had not started could not call anything yet (2,048 ranks on 2 cores finish hvd_init
+     * over more than a timeout). */
+    int64_t formed_ms;
 
     /* prog_lock: one cycle at a time; everything below "cycle state" is its. */
     pthread_mutex_t prog_lock;

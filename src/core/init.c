@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "core/check_in.h"
+#include "os/hostinfo.h"
 #include "core/context.h"
 #include "core/process_set.h"
 #include "core/elastic_agent.h"
@@ -390,12 +391,14 @@ static hvd_status_t plan_cma(hvd_context_t *c) {
     return st;
 }
 
-static int online_cpus(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* Listener, check-in, transport and groups of a job of more than one rank. */
+/* Ranks per core beyond which an idle wait sleeps at once instead of polling first: at np 32
+ * on 2 cores polling (yielding) still made 8-byte allreduces 4-5x faster than sleeping
+ * (270 us against 1,250), but with 1,024 ranks a core the pollers kept the ranks with work
+ * to do, and the launcher answering their check-ins, off the cores (2,048 ranks on 2 cores:
+ * 63 s from launch to the end against 54). */
+#define HVD_NO_POLL_RANKS_PER_CORE 64
+
 static hvd_status_t connect_job(hvd_context_t *c) {
     const hvd_params_t *p = &c->params;
     char addr[16];
@@ -405,14 +408,17 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         st = hvd__socket_listen(addr, 128, &lfd, &port);
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d could not open its data-plane listener", p->rank);
-    /* Same-host peers reach this rank through a unix socket named after its TCP listener,
-     * open before anyone learns that address at check-in. Without it (HVD_SHM=0, or the
-     * name taken) they use TCP. */
-    int ulfd = -1;
+    /* Same-host peers reach this rank through a unix socket (tcp.h, hvd__tcp_unix_name),
+     * open before anyone checks in: named by the job secret, generation and rank when the
+     * secret is known already (horovodrun's, from the environment), else after its TCP
+     * listener. Without it (HVD_SHM=0, or the name taken) they use TCP. */
+    int ulfd = -1, keyed = c->store != NULL;
+    uint32_t generation = c->elastic ? (uint32_t)c->round : c->generation;
     if (p->shm) {
         char uname[HVD_TCP_UNIX_NAME_MAX];
-        size_t ulen = hvd__tcp_unix_name(addr, port, uname);
-        if (hvd__socket_unix_listen(uname, ulen, 128, &ulfd) != HVD_OK) {
+        size_t ulen =
+            hvd__tcp_unix_name(keyed ? &c->secret : NULL, generation, p->rank, addr, port, uname);
+        if (!ulen || hvd__socket_unix_listen(uname, ulen, 128, &ulfd) != HVD_OK) {
             HVD_LOG_D("rank %d: no same-host listener (%s); same-host peers use TCP", p->rank,
                       hvd_last_error());
             hvd__error_clear();
@@ -442,6 +448,11 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         /* the host identity the local communicator uses */
         local[r] = strcmp(infos[r].addr.host, infos[p->rank].addr.host) == 0;
         c->pids[r] = r == p->rank ? (long)getpid() : infos[r].pid;
+        if (!lazy) { /* (else peer_watch.c reads the record when it is needed) */
+            int here = c->check_in.pid_ns && infos[r].pid_ns == c->check_in.pid_ns &&
+                       strcmp(infos[r].machine, c->check_in.machine) == 0;
+            c->watch[r] = (hvd_peer_watch_t){.pid = here ? infos[r].pid : 0, .looked = 1};
+        }
         if (!(c->hosts[r] = strdup(infos[r].addr.host))) {
             st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
             goto err_close;
@@ -449,7 +460,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
     /* more ranks on this machine than cores, whatever host names they run under */
-    int oversubscribed = p->local_size > online_cpus() || on_machine > online_cpus();
+    int oversubscribed = p->local_size > hvd__hostinfo_cpus() || on_machine > hvd__hostinfo_cpus();
     /* Automatic: poll for a millisecond, then sleep in the kernel. With more ranks than
      * cores every idle turn yields the core, so a peer sharing it runs at once instead of
      * after a sleep and a wake-up (~30 us each here; np=4 on 2 cores: 8-byte allreduces took
@@ -458,7 +469,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
      * eight conformance tests side by side took 47 s against 35 (yielding pollers that
      * stay runnable starve those with work to do). */
     if (busy < 0 && config.busy_poll_us == 0)
-        busy = 1000;
+        busy = on_machine > HVD_NO_POLL_RANKS_PER_CORE * hvd__hostinfo_cpus() ? 0 : 1000;
     hvd_tcp_config_t tc = {
         .rank = p->rank,
         .size = p->size,
@@ -466,7 +477,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         .listen_fd = lfd,
         .secret = &c->secret,
         /* elastic: every worker of a round, old or new, agrees on the round alone */
-        .generation = c->elastic ? (uint32_t)c->round : c->generation,
+        .generation = generation,
         .timeout_ms =
             (config.timeout_seconds > 0 ? config.timeout_seconds : p->gloo_timeout_seconds) * 1000,
         .busy_poll_us = busy > 0 ? busy : 0,
@@ -474,8 +485,11 @@ static hvd_status_t connect_job(hvd_context_t *c) {
         .congestion = p->tcp_congestion,
         .local = p->shm ? local : NULL,
         .unix_listen_fd = ulfd,
+        .keyed_unix_names = keyed,
         .resolve = lazy ? hvd__check_in_resolve : NULL,
         .resolve_arg = c,
+        .progressing = hvd__peer_watch_progressing,
+        .progress_arg = c,
     };
     ulfd = -1; /* the transport's now, even when its creation fails */
     st = hvd__tcp_create(&tc, &c->tp);
@@ -525,6 +539,8 @@ static void free_hosts(hvd_context_t *c) {
     c->hosts = NULL;
     free(c->pids);
     c->pids = NULL;
+    free(c->watch);
+    c->watch = NULL;
 }
 
 /* The groups and transport (the store and secret are the caller's). */
@@ -632,7 +648,8 @@ static hvd_status_t init_locked(void) {
         goto err_release;
     hvd__ctx.hosts = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.hosts);
     hvd__ctx.pids = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.pids);
-    if (!hvd__ctx.hosts || !hvd__ctx.pids) {
+    hvd__ctx.watch = calloc((size_t)(p->size > 0 ? p->size : 1), sizeof *hvd__ctx.watch);
+    if (!hvd__ctx.hosts || !hvd__ctx.pids || !hvd__ctx.watch) {
         st = hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory");
         goto err_release;
     }

@@ -67,3 +67,8 @@ hvd_status_t hvd__hostinfo_namespaces(char *out, size_t out_size) {
         free(names[i]);
     return st;
 }
+
+int hvd__hostinfo_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

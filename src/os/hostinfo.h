@@ -16,4 +16,7 @@ hvd_status_t hvd__hostinfo_name(char *out, size_t out_size);
  * mounted. HVD_ERR_TOO_LARGE when out is too small. */
 hvd_status_t hvd__hostinfo_namespaces(char *out, size_t out_size);
 
+/* The cores online (sysconf), at least 1. */
+int hvd__hostinfo_cpus(void);
+
 #endif

@@ -43,6 +43,9 @@
 #define SLEEP_SLICE_MS 50
 /* Spin turns between liveness checks while spinning (each check may be a few syscalls). */
 #define CHECK_EVERY 4096
+/* After a timeout without progress, how long before a second look at the missing members'
+ * activity decides whether they still run (the first takes the readings). */
+#define LOOK_AGAIN_US 250000
 
 typedef struct {
     uint32_t magic, n;
@@ -240,6 +243,16 @@ static int missing(const hvd_arena_t *a, uint64_t want, int *first) {
     return m;
 }
 
+/* Whether a member that has not published want still runs (hvd_arena_t.progressing). Each
+ * one asked takes a reading the next timeout's look compares with. */
+static int missing_member_runs(const hvd_arena_t *a, uint64_t want) {
+    int runs = 0;
+    for (int i = 0; a->progressing && i < a->n; i++)
+        if (i != a->self && !published(a, i, want))
+            runs |= a->progressing(a->progress_ctx, a->ranks ? a->ranks[i] : i);
+    return runs;
+}
+
 static hvd_status_t timeout_error(hvd_arena_t *a, uint64_t want) {
     char who[512];
     size_t len = 0;
@@ -301,6 +314,7 @@ static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
         return HVD_OK;
     int64_t start = hvd__clock_now_us(), last_progress = start;
     unsigned turn = 0;
+    int looked = 0; /* the missing members' activity was read once (missing_member_runs) */
     wake_t *w = wake(a);
     int64_t now = start;
     for (;;) {
@@ -337,10 +351,18 @@ static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
             if (a->check && (st = a->check(a->check_ctx)) != HVD_OK)
                 return check_failed(a, want, st);
             now = hvd__clock_now_us();
-            if (still && now - last_progress >= (int64_t)a->timeout_ms * 1000) {
-                int now_left = missing(a, want, &first);
-                if (now_left == left)
+            int64_t limit = (int64_t)a->timeout_ms * 1000;
+            if (still && now - last_progress >= limit && missing(a, want, &first) == left) {
+                if (!looked && a->progressing) {
+                    /* the readings the look after LOOK_AGAIN_US compares with */
+                    (void)missing_member_runs(a, want);
+                    looked = 1;
+                    last_progress = now - limit + LOOK_AGAIN_US;
+                } else if (missing_member_runs(a, want)) {
+                    last_progress = now; /* starved, not lost: another timeout */
+                } else {
                     return timeout_error(a, want);
+                }
             }
         }
         int now_left = missing(a, want, &first);

@@ -61,6 +61,10 @@ struct hvd_arena {
     int timeout_ms;   /* without progress */
     hvd_arena_check_fn check;
     void *check_ctx;
+    /* At the timeout, whether a member still missing (its global rank) still runs: then the
+     * wait goes on (hvd_tcp_config_t.progressing, core/peer_watch.h). NULL: it fails. */
+    int (*progressing)(void *ctx, int rank);
+    void *progress_ctx;
 };
 
 /* Shared bytes of an arena of n members with data_bytes per slot. */

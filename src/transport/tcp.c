@@ -11,11 +11,13 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "crypto/hmac.h"
 #include "os/shm.h"
 #include "os/socket.h"
 #include "transport/shm_arena.h"
 #include "transport/shm_ring.h"
 #include "wire/frame.h"
+#include "wire/le.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -119,6 +121,9 @@ typedef struct {
     size_t ring_cap; /* data bytes of each shared-memory ring */
     int rdfd;        /* level-triggered epoll of ready peers and the listener (tcp_wait_fd) */
     hvd_secret_t secret;
+    int keyed_unix_names; /* hvd_tcp_config_t's */
+    int (*progressing)(void *arg, int rank);
+    void *progress_arg;
     uint32_t generation;
     int timeout_ms, busy_poll_us, yield_when_idle;
     char congestion[16];
@@ -649,23 +654,29 @@ static int step_connect(tcp_t *t, int r) {
     return 1;
 }
 
+/* Fill t->addrs[r] (a planned check-in leaves addresses to be learnt, tcp.h). */
+static hvd_status_t resolve(tcp_t *t, int r) {
+    return t->resolve ? t->resolve(t->resolve_arg, r, t->addrs)
+                      : hvd__error_set(HVD_ERR_INVALID_ARG, "rank %d's address is not known", r);
+}
+
 static hvd_status_t start_connection(tcp_t *t, int r) {
     peer_t *p = &t->peers[r];
     if (r < t->base.rank) {
         p->state = PEER_AWAIT;
         return HVD_OK;
     }
-    if (t->addrs[r].port == 0) {
-        hvd_status_t st =
-            t->resolve ? t->resolve(t->resolve_arg, r, t->addrs)
-                       : hvd__error_set(HVD_ERR_INVALID_ARG, "rank %d's address is not known", r);
+    /* (a keyed name needs no address: a same-host peer is reached without the store) */
+    if (t->addrs[r].port == 0 && !(t->local[r] && t->keyed_unix_names)) {
+        hvd_status_t st = resolve(t, r);
         if (st != HVD_OK)
             return st;
     }
     if (t->local[r]) {
         char name[HVD_TCP_UNIX_NAME_MAX];
-        size_t len = hvd__tcp_unix_name(t->addrs[r].addr, t->addrs[r].port, name);
-        if (hvd__socket_unix_connect(name, len, &p->fd) == HVD_OK) {
+        size_t len = hvd__tcp_unix_name(t->keyed_unix_names ? &t->secret : NULL, t->generation, r,
+                                        t->addrs[r].addr, t->addrs[r].port, name);
+        if (len && hvd__socket_unix_connect(name, len, &p->fd) == HVD_OK) {
             p->is_shm = 1; /* once the WELCOME brings the memory */
             epoll_add(t, p->fd);
             p->state = PEER_CONNECTING;
@@ -678,6 +689,11 @@ static hvd_status_t start_connection(tcp_t *t, int r) {
                   t->base.rank, r, hvd_last_error());
         hvd__error_clear();
         t->local[r] = 0;
+        if (t->addrs[r].port == 0) {
+            hvd_status_t st = resolve(t, r);
+            if (st != HVD_OK)
+                return st;
+        }
     }
     hvd_status_t st = hvd__socket_connect_start(t->addrs[r].addr, t->addrs[r].port, &p->fd);
     if (st != HVD_OK) {
@@ -957,6 +973,27 @@ static int first_waited(tcp_t *t) {
     return -1;
 }
 
+/* Peers asked at one look whether they still run: a wait on thousands of peers asks a few,
+ * and goes on if one runs (the stopped one is then the last left, and fails the wait). */
+#define WATCHED_MAX 64
+
+/* Whether a same-host peer this wait waits for still runs (tcp.h, progressing). Every peer
+ * asked takes a reading that the next look compares with. */
+static int waited_peer_runs(tcp_t *t) {
+    if (!t->progressing)
+        return 0;
+    int runs = 0, asked = 0;
+    for (int r = 0; r < t->base.size && asked < WATCHED_MAX; r++) {
+        const peer_t *p = &t->peers[r];
+        if (!t->local[r] || !p->active ||
+            (p->state == PEER_READY && p->recv_head == NONE && p->send_head == NONE))
+            continue;
+        asked++;
+        runs |= t->progressing(t->progress_arg, r);
+    }
+    return runs;
+}
+
 static int is_interrupted(tcp_t *t) {
     return __atomic_load_n(&t->interrupted, __ATOMIC_ACQUIRE);
 }
@@ -1087,7 +1124,8 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     }
     size_t remaining = n;
     int64_t last_progress = hvd__clock_now_us();
-    int64_t idle_limit_us = (int64_t)t->timeout_ms * 1000;
+    const int64_t base_limit_us = (int64_t)t->timeout_ms * 1000;
+    int64_t idle_limit_us = base_limit_us;
     int grace = 0;
     while (remaining > 0) {
         int progressed = 0;
@@ -1137,12 +1175,20 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
         }
         int64_t idle = now - last_progress;
         if (idle >= idle_limit_us && !grace) {
+            (void)waited_peer_runs(t); /* the readings the next look compares with */
             /* A peer blocked behind another rank (on its host, say) times out at about the
              * same moment and tells every peer whom it waited for: a moment for that cause
              * to arrive (it ends this wait, as any peer's failure does) before naming the
              * peer this rank waited for, who may only be blocked. */
             grace = 1;
             idle_limit_us += TIMEOUT_GRACE_US;
+            continue;
+        }
+        if (idle >= idle_limit_us && waited_peer_runs(t)) {
+            /* starved, not lost: another timeout (tcp.h, progressing) */
+            last_progress = now;
+            idle_limit_us = base_limit_us;
+            grace = 0;
             continue;
         }
         if (idle >= idle_limit_us) {
@@ -1264,6 +1310,8 @@ static void arena_map(tcp_t *t, int from) {
     a->timeout_ms = t->timeout_ms;
     a->check = tcp_arena_check;
     a->check_ctx = t;
+    a->progressing = t->progressing;
+    a->progress_ctx = t->progress_arg;
     __atomic_store_n(&t->arena_mem, mem, __ATOMIC_RELEASE);
 }
 
@@ -1472,6 +1520,9 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     }
     memcpy(t->addrs, cfg->peers, (size_t)cfg->size * sizeof *t->addrs);
     t->resolve = cfg->resolve;
+    t->keyed_unix_names = cfg->keyed_unix_names;
+    t->progressing = cfg->progressing;
+    t->progress_arg = cfg->progress_arg;
     t->resolve_arg = cfg->resolve_arg;
     int nlocal = 0;
     for (int r = 0; r < cfg->size; r++) {
@@ -1501,7 +1552,24 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     return HVD_OK;
 }
 
-size_t hvd__tcp_unix_name(const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]) {
-    int n = snprintf(out, HVD_TCP_UNIX_NAME_MAX, "hvd-data-%s:%d", addr, port);
+size_t hvd__tcp_unix_name(const hvd_secret_t *secret, uint32_t generation, int rank,
+                          const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]) {
+    int n;
+    if (secret) {
+        static const char label[] = "hvd unix listener";
+        uint8_t gen[4], who[4], mac[HVD_HMAC_LEN];
+        hvd__le32_put(gen, generation);
+        hvd__le32_put(who, (uint32_t)rank);
+        const void *parts[] = {label, gen, who};
+        const size_t lens[] = {sizeof label - 1, sizeof gen, sizeof who};
+        if (hvd__hmac_sha256(secret->bytes, sizeof secret->bytes, parts, lens, 3, mac) != 0)
+            return 0;
+        /* 96 bits: no guess lands on a name before its rank binds it */
+        n = snprintf(out, HVD_TCP_UNIX_NAME_MAX, "hvd-data-");
+        for (int i = 0; i < 12; i++)
+            n += snprintf(out + n, HVD_TCP_UNIX_NAME_MAX - (size_t)n, "%02x", mac[i]);
+    } else {
+        n = snprintf(out, HVD_TCP_UNIX_NAME_MAX, "hvd-data-%s:%d", addr, port);
+    }
     return n > 0 && n < HVD_TCP_UNIX_NAME_MAX ? (size_t)n : 0;
 }

@@ -27,22 +27,37 @@ typedef struct {
     const char *congestion;           /* TCP congestion control, or NULL/"default"; copied */
     /* Same-host peers: local[r] marks the ranks of this host, reached through shared-memory
      * rings over a unix socket: unix_listen_fd is this rank's listener there (named by
-     * hvd__tcp_unix_name of its TCP address and port; -1: none; the transport owns it). A
-     * peer that cannot be reached so is reached over TCP. local NULL: no same-host path at
-     * all, and unix_listen_fd is ignored. */
+     * hvd__tcp_unix_name; -1: none; the transport owns it), keyed_unix_names says which way
+     * every rank of the job named its listener (1: by secret, generation and rank; 0: by its
+     * TCP address). A peer that cannot be reached so is reached over TCP. local NULL: no
+     * same-host path at all, and unix_listen_fd is ignored. */
     const unsigned char *local;
     int unix_listen_fd;
+    int keyed_unix_names;
     /* Peers whose port is 0 are not known yet (a planned check-in, core/check_in.h): before
      * this rank first connects to one, resolve(resolve_arg, r, addrs) fills addrs[r] (it may
      * fill others too). NULL: every peer is known. Called from the thread of the exchange. */
     hvd_status_t (*resolve)(void *arg, int rank, hvd_tcp_peer_addr_t *addrs);
     void *resolve_arg;
+    /* A wait that saw nothing move for timeout_ms asks, before it fails, whether each peer it
+     * waits for still runs (progressing(progress_arg, r): 1 when a process of this machine
+     * that ran since the last question or waits for a core, core/peer_watch.h); if one does,
+     * the wait goes on for another timeout. NULL: it fails. */
+    int (*progressing)(void *arg, int rank);
+    void *progress_arg;
 } hvd_tcp_config_t;
 
-/* The abstract unix socket name of the rank whose TCP listener is addr:port: unique on its
- * host for as long as that listener lives. Returns its length (no terminator needed). */
+/* The abstract unix socket name of a rank's same-host listener. With secret (the job's,
+ * known to every rank before it checks in, as under horovodrun): keyed by the secret, the
+ * generation and the rank, so that a same-host peer computes it without asking the launcher's
+ * store for an address (a thousand ranks on one host each asking for twenty starved the
+ * launcher) and no process without the secret can know it before the rank binds it. Without
+ * (the secret comes with the check-in: PMIx, hvd_init_store): named after its TCP listener
+ * addr:port, which its peers learn at check-in, unique on its host while that listener lives.
+ * Returns its length (no terminator needed), 0 on failure. */
 #define HVD_TCP_UNIX_NAME_MAX 48
-size_t hvd__tcp_unix_name(const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]);
+size_t hvd__tcp_unix_name(const hvd_secret_t *secret, uint32_t generation, int rank,
+                          const char *addr, int port, char out[HVD_TCP_UNIX_NAME_MAX]);
 
 /* Set up the host arena (shm_arena.h) among this host's ranks (members, n of them: the local
  * communicator's, every one of which calls this at the same point): each connects to the

@@ -50,11 +50,14 @@ for ((r = 0; r < np; r++)); do
   done
 done
 echo "data-plane ports: ${ports[*]}"
-# each rank's same-host listener: an abstract unix socket named after its TCP address
+# each rank's same-host listener: an abstract unix socket whose name comes from the job secret,
+# the generation and the rank (96 bits of an HMAC: nothing in it says which port or rank)
 unames=()
-for p in "${ports[@]}"; do
-  n=$(grep -oE "@hvd-data-[0-9.]+:$p\$" /proc/net/unix | head -1 || true)
-  [[ -n $n ]] || fail "no same-host listener for port $p: $(grep -o '@hvd-data-.*' /proc/net/unix)"
+for ((r = 0; r < np; r++)); do
+  pid=$(cat "$dir/pid.$r")
+  n=$(ss -Hlxp 2>/dev/null | grep "pid=$pid," | grep -oE "@hvd-data-[^ ]+" | head -1 || true)
+  [[ -n $n ]] || fail "rank $r (pid $pid) has no same-host listener: $(ss -Hlxp | grep hvd-data)"
+  [[ $n =~ ^@hvd-data-[0-9a-f]{24}$ ]] || fail "rank $r's same-host listener is not named by the secret: $n"
   unames+=("${n#@}")
 done
 /usr/bin/python3 "$(dirname "$0")/unix_stranger.py" --until-pid "$JOB_PID" "${unames[@]}" \

@@ -2,9 +2,9 @@
  * against the real rendezvous server:
  *   - with the launcher's plan published (a static horovodrun launch of more than
  *     HVD_CHECK_IN_ALL_MAX ranks; the contexts here have 0): every rank gets every
- *     rank's place from the plan, the records of its machine's ranks, the count of ranks on
- *     its machine, and no address of other machines' ranks until it resolves them; the
- *     resolver reads single records, and the whole scope once after LOOKUPS_BEFORE_SCOPE;
+ *     rank's place from the plan, the count of ranks on its machine (unless its host alone
+ *     outnumbers the cores), and no address until it resolves it; the resolver reads single
+ *     records, checked against the plan, and the whole scope once after LOOKUPS_BEFORE_SCOPE;
  *   - without a plan, with one that does not give a rank its environment's place, or in a
  *     job no bigger than HVD_CHECK_IN_ALL_MAX: every rank reads every record;
  *   - a rank missing: the others time out naming it; the launcher's abort key ends the wait. */
@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "core/check_in.h"
 #include "core/context.h"
+#include "os/hostinfo.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_RANKS 48
 
@@ -121,32 +123,37 @@ static void check_places(int np, int from) {
 
 static void test_planned(void **state) {
     (void)state;
-    const int np = 40; /* 4 on h0, 36 on h1: a machine with two "hosts" */
-    start("h0:4,h1:36", np, 1, 20);
+    const int np = 40; /* 1 on h0, 39 on h1: a machine with two "hosts" */
+    start("h0:1,h1:39", np, 1, 20);
     run(np, -1);
     for (int r = 0; r < np; r++) {
         if (ranks[r].st != HVD_OK)
             fail_msg("rank %d: %s", r, ranks[r].error);
         assert_int_equal(ranks[r].lazy, 1);
-        /* one machine runs every rank here, whatever the host names */
-        assert_int_equal(ranks[r].on_machine, np);
+        /* one machine runs every rank here, whatever the host names; a host with more ranks
+         * than the machine has cores does not ask (it is oversubscribed already) */
+        int slots = r < 1 ? 1 : 39;
+        assert_int_equal(ranks[r].on_machine, slots > hvd__hostinfo_cpus() ? slots : np);
         check_places(np, r);
-        int h0 = r < 4;
-        for (int q = 0; q < np; q++) {
-            int known = ranks[r].infos[q].addr.port != 0;
-            if (known != ((q < 4) == h0))
-                fail_msg("rank %d knows rank %d's address: %d", r, q, known);
-            if (known)
-                assert_int_equal(ranks[r].infos[q].addr.port, 20000 + q);
-        }
+        /* no address is read at check-in, this host's ranks' neither */
+        for (int q = 0; q < np; q++)
+            if (ranks[r].infos[q].addr.port != 0)
+                fail_msg("rank %d knows rank %d's address", r, q);
+        assert_string_equal(ranks[r].c.check_in.machine, ranks[0].c.check_in.machine);
+        assert_true(ranks[r].c.check_in.pid_ns != 0);
     }
-    /* rank 0 (on h0) resolves every rank of h1 one by one: single reads, then the scope */
+    /* rank 0 resolves every other rank one by one: single reads, then the scope; each record
+     * is checked against the host the plan gives its rank */
     hvd_context_t *c = &ranks[0].c;
     assert_string_equal(c->check_in.scope, "init.0");
+    char *hosts[MAX_RANKS];
+    for (int q = 0; q < np; q++)
+        hosts[q] = ranks[q].c.params.hostname;
+    c->hosts = hosts;
     hvd_tcp_peer_addr_t addrs[MAX_RANKS];
     for (int q = 0; q < np; q++)
         addrs[q] = ranks[0].infos[q].addr;
-    for (int q = 4; q < np; q++) {
+    for (int q = 1; q < np; q++) {
         if (addrs[q].port == 0)
             assert_int_equal(hvd__check_in_resolve(c, q, addrs), HVD_OK);
         assert_int_equal(addrs[q].port, 20000 + q);
@@ -156,11 +163,24 @@ static void test_planned(void **state) {
     }
     assert_int_equal(c->check_in.scanned, 1);
     assert_true(c->check_in.lookups <= 33);
+    /* one record: where its rank runs (this process, in this pid namespace) */
+    hvd_rank_info_t info;
+    assert_int_equal(hvd__check_in_record(c, 7, &info), HVD_OK);
+    assert_int_equal(info.pid, (long)getpid());
+    assert_int_equal(info.pid_ns, c->check_in.pid_ns);
+    assert_string_equal(info.machine, c->check_in.machine);
+    /* a record on another host than the plan's is refused, naming both */
+    hosts[7] = "h9";
+    addrs[7].port = 0;
+    assert_int_equal(hvd__check_in_resolve(c, 7, addrs), HVD_ERR_PROTOCOL);
+    assert_non_null(strstr(hvd_last_error(), "puts it on host h1, the launcher's plan on h9"));
+    hosts[7] = ranks[7].c.params.hostname;
     /* a rank that never checked in cannot be resolved: the error names it and the store */
     addrs[39].port = 0;
     c->check_in.scope[4] = '9'; /* init.9: another generation, where nobody checked in */
     assert_int_equal(hvd__check_in_resolve(c, 39, addrs), HVD_ERR_NOT_FOUND);
     assert_non_null(strstr(hvd_last_error(), "could not learn where rank 39 listens"));
+    c->hosts = NULL;
     stop(np);
 }
 
