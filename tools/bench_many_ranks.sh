@@ -6,15 +6,17 @@
 # on two cores). --elastic runs an elastic job instead (--min-np N: the elastic driver, its
 # heartbeats and the per-round check-in through the store): tests/elastic_worker --steps 20,
 # whose rank 0 prints its commits and "done step 20 acc 190 resets 0" (the exact result, no
-# reset); a clean run prints nothing else.
+# reset); a clean run prints nothing else. --phases runs tools/rank_phases instead of hello and
+# says, for each run, by when the last rank had started, had returned from hvd_init, from its
+# first allreduce and from hvd_shutdown (seconds from the launch; then the launcher's end).
 # Usage: tools/bench_many_ranks.sh [--build DIR] [--np "256 1024"] [--runs N] [--keep DIR]
-#                                  [--elastic]
+#                                  [--elastic | --phases]
 # --keep keeps every run's output there (else only a failed run's, under $TMPDIR).
 # Exit status: 0 when every run was clean, 1 otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${here%/tools}/build nps=1024 runs=10 keep="" elastic=0
+build=${here%/tools}/build nps=1024 runs=10 keep="" elastic=0 phases=0
 while (($#)); do
   case $1 in
     --build) build=${2:?}; shift ;;
@@ -22,7 +24,8 @@ while (($#)); do
     --runs) runs=${2:?}; shift ;;
     --keep) keep=${2:?}; shift ;;
     --elastic) elastic=1; shift; continue ;;
-    -h | --help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --phases) phases=1; shift; continue ;;
+    -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench_many_ranks: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -30,6 +33,7 @@ done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench_many_ranks: bad --runs: $runs" >&2; exit 2; }
 prog=$build/examples/hello
 ((elastic)) && prog=$build/tests/elastic_worker
+((phases)) && prog=$build/tools/rank_phases
 [[ -x $build/horovodrun && -x $prog ]] ||
   { echo "bench_many_ranks: build $build first (horovodrun, $prog)" >&2; exit 2; }
 out=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/bench_many_ranks.XXXXXX")}
@@ -51,6 +55,10 @@ for np in $nps; do
       good='^\[0\]<stdout>:(commit [0-9]+ step [0-9]+ size '$np' acc [0-9]+|done step 20 acc 190 resets 0)$'
       want=1 what="done lines"
       done_re='^\[0\]<stdout>:done step 20 acc 190 resets 0$'
+    elif ((phases)); then
+      HVD_BENCH_T0=$(awk -v s="$s" 'BEGIN {printf "%.3f", s / 1e9}') \
+        "$build/horovodrun" -np "$np" -H "localhost:$np" "$prog" >"$log" 2>&1 || rc=$?
+      good='^\[[0-9]*\]<stdout>:phases ' want=$np what="ranks' phases" done_re=$good
     else
       "$build/horovodrun" -np "$np" -H "localhost:$np" "$prog" >"$log" 2>&1 || rc=$?
       good='^\[[0-9]*\]<stdout>:hello from rank' want=$np what=hellos done_re=$good
@@ -60,6 +68,10 @@ for np in $nps; do
     got=$(grep -Ec "$done_re" "$log" || true)
     other=$(grep -Evc "$good" "$log" || true)
     printf '%-6s %-4s %-4s %9s %12s\n' "$np" "$i" "$rc" "$t" "$other"
+    if ((phases)); then
+      grep -E "$good" "$log" | awk '{for (k = 3; k <= 6; k++) if ($k > m[k]) m[k] = $k}
+        END {printf "       last rank started %.1f s, through hvd_init %.1f, first allreduce %.1f, hvd_shutdown %.1f\n", m[3], m[4], m[5], m[6]}'
+    fi
     if ((rc == 0 && other == 0 && got == want)); then
       clean=$((clean + 1))
       [[ -n $keep ]] || rm -f "$log"
