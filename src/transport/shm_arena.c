@@ -43,9 +43,6 @@
 #define SLEEP_SLICE_MS 50
 /* Spin turns between liveness checks while spinning (each check may be a few syscalls). */
 #define CHECK_EVERY 4096
-/* After a timeout without progress, how long before a second look at the missing members'
- * activity decides whether they still run (the first takes the readings). */
-#define LOOK_AGAIN_US 250000
 
 typedef struct {
     uint32_t magic, n;
@@ -352,17 +349,17 @@ static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
                 return check_failed(a, want, st);
             now = hvd__clock_now_us();
             int64_t limit = (int64_t)a->timeout_ms * 1000;
+            if (still && !looked && now - last_progress >= limit / 2) {
+                /* half-way: the readings the look at the timeout compares with (so that a
+                 * stopped member fails the wait at the timeout, as a member's peers on other
+                 * hosts expect: tcp.c's grace) */
+                (void)missing_member_runs(a, want);
+                looked = 1;
+            }
             if (still && now - last_progress >= limit && missing(a, want, &first) == left) {
-                if (!looked && a->progressing) {
-                    /* the readings the look after LOOK_AGAIN_US compares with */
-                    (void)missing_member_runs(a, want);
-                    looked = 1;
-                    last_progress = now - limit + LOOK_AGAIN_US;
-                } else if (missing_member_runs(a, want)) {
-                    last_progress = now; /* starved, not lost: another timeout */
-                } else {
+                if (!missing_member_runs(a, want))
                     return timeout_error(a, want);
-                }
+                last_progress = now; /* starved, not lost: another timeout */
             }
         }
         int now_left = missing(a, want, &first);
@@ -371,6 +368,7 @@ static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
         if (now_left != left) {
             left = now_left;
             last_progress = now;
+            looked = 0;
         }
     }
 }

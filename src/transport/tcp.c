@@ -1126,7 +1126,7 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
     int64_t last_progress = hvd__clock_now_us();
     const int64_t base_limit_us = (int64_t)t->timeout_ms * 1000;
     int64_t idle_limit_us = base_limit_us;
-    int grace = 0;
+    int grace = 0, looked = 0;
     while (remaining > 0) {
         int progressed = 0;
         if (is_interrupted(t)) {
@@ -1171,11 +1171,17 @@ static hvd_status_t tcp_exchange(hvd_transport_t *base, hvd_xfer_t *xfers, size_
         int64_t now = hvd__clock_now_us();
         if (progressed) {
             last_progress = now;
+            looked = 0;
             continue;
         }
         int64_t idle = now - last_progress;
+        if (!looked && idle >= base_limit_us / 2) {
+            /* half-way: the readings the look at the timeout compares with (a stopped peer
+             * still fails the wait at the timeout, and the grace below keeps its meaning) */
+            (void)waited_peer_runs(t);
+            looked = 1;
+        }
         if (idle >= idle_limit_us && !grace) {
-            (void)waited_peer_runs(t); /* the readings the next look compares with */
             /* A peer blocked behind another rank (on its host, say) times out at about the
              * same moment and tells every peer whom it waited for: a moment for that cause
              * to arrive (it ends this wait, as any peer's failure does) before naming the
