@@ -63,6 +63,16 @@ procs_with() {
   pgrep -f -- "$1" || true
 }
 
+# rank_pid PATTERN RANK: the pid of the process whose command line matches PATTERN (pgrep -f)
+# and whose environment says HOROVOD_RANK=RANK; nothing when there is none
+rank_pid() {
+  local p
+  for p in $(procs_with "$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "HOROVOD_RANK=$2" && echo "$p"
+  done
+  return 0
+}
+
 no_procs_with() {
   [[ -z "$(procs_with "$1")" ]]
 }

@@ -26,16 +26,9 @@ np=80
 timeout -k 5 120 "$HVDRUN" --gloo-timeout-seconds 2 -np $np -H localhost:$np "$PERF" -b 4K -e 4K \
   -w 1 -n 100000000 -c 0 >"$TMP/out" 2>"$TMP/err" &
 launcher=$!
-rank_1() {
-  local p
-  for p in $(pgrep -f "^$PERF -b 4K" || true); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx HOROVOD_RANK=1 && echo "$p"
-  done
-  return 0
-}
 # the table's header comes when the timed loop starts
 wait_until 120 grep -q "float32" "$TMP/out" || fail "the job did not start: $(tail -5 "$TMP/err")"
-victim=$(rank_1)
+victim=$(rank_pid "^$PERF -b 4K" 1)
 [[ -n $victim ]] || fail "rank 1 not found"
 stopped_at=$SECONDS
 kill -STOP "$victim"

@@ -82,18 +82,11 @@ PERF="$HVD_BUILD_DIR/tools/hvd_allreduce_perf"
 HOROVOD_LOG_LEVEL=debug timeout -k 5 60 "$HVDRUN" --gloo-timeout-seconds 2 -np 3 "$PERF" -b 4K -e 4K \
   -w 1 -n 100000000 -c 0 >"$TMP/out" 2>"$TMP/err" &
 launcher=$!
-rank_1() {
-  local p
-  for p in $(pgrep -f "^$PERF -b 4K" || true); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx HOROVOD_RANK=1 && echo "$p"
-  done
-  return 0
-}
 # the debug log says when the arena is agreed; the timed loop starts right after
 wait_until 20 grep -q "shared-memory arena for collectives" "$TMP/out" ||
   fail "no arena: $(cat "$TMP/out" "$TMP/err")"
 sleep 1
-victim=$(rank_1)
+victim=$(rank_pid "^$PERF -b 4K" 1)
 [[ -n $victim ]] || fail "rank 1 not found"
 stopped_at=$SECONDS
 kill -STOP $victim
