@@ -460,7 +460,8 @@ static hvd_status_t connect_job(hvd_context_t *c) {
     }
     int busy = config.busy_poll_us ? config.busy_poll_us : p->busy_poll_us;
     /* more ranks on this machine than cores, whatever host names they run under */
-    int oversubscribed = p->local_size > hvd__hostinfo_cpus() || on_machine > hvd__hostinfo_cpus();
+    int cpus = hvd__hostinfo_cpus();
+    int oversubscribed = p->local_size > cpus || on_machine > cpus;
     /* Automatic: poll for a millisecond, then sleep in the kernel. With more ranks than
      * cores every idle turn yields the core, so a peer sharing it runs at once instead of
      * after a sleep and a wake-up (~30 us each here; np=4 on 2 cores: 8-byte allreduces took
@@ -469,7 +470,7 @@ static hvd_status_t connect_job(hvd_context_t *c) {
      * eight conformance tests side by side took 47 s against 35 (yielding pollers that
      * stay runnable starve those with work to do). */
     if (busy < 0 && config.busy_poll_us == 0)
-        busy = on_machine > HVD_NO_POLL_RANKS_PER_CORE * hvd__hostinfo_cpus() ? 0 : 1000;
+        busy = on_machine > HVD_NO_POLL_RANKS_PER_CORE * cpus ? 0 : 1000;
     hvd_tcp_config_t tc = {
         .rank = p->rank,
         .size = p->size,
