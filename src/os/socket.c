@@ -320,6 +320,14 @@ hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p) {
     return HVD_OK;
 }
 
+long hvd__socket_peer_pid(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
+        return 0;
+    return cred.pid > 0 ? (long)cred.pid : 0;
+}
+
 ssize_t hvd__socket_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds) {
     union {
         char buf[CMSG_SPACE(sizeof(int) * HVD_SOCKET_MAX_FDS)];

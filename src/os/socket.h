@@ -64,6 +64,9 @@ hvd_status_t hvd__socket_unix_listen(const char *name, size_t len, int backlog, 
 /* Start a non-blocking connect to an abstract name. HVD_ERR_PEER_LOST when nobody listens
  * there (yet): the caller retries until its deadline. */
 hvd_status_t hvd__socket_unix_connect(const char *name, size_t len, int *fd_p);
+/* The process at the other end of a unix socket, as this process's pid namespace numbers it
+ * (SO_PEERCRED: the connector's at connect time), or 0 when unknown or not visible here. */
+long hvd__socket_peer_pid(int fd);
 /* The most descriptors one message carries. */
 #define HVD_SOCKET_MAX_FDS 2
 /* sendmsg of len bytes carrying descriptors fds[0..nfds) (SCM_RIGHTS, nfds at most

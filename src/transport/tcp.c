@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "crypto/hmac.h"
+#include "os/proc_activity.h"
 #include "os/shm.h"
 #include "os/socket.h"
 #include "transport/shm_arena.h"
@@ -42,7 +43,9 @@
 #define DIRECT_MIN 4096
 /* Connections accepted but not yet authenticated: at most this many plus one per rank of
  * the job (every peer may connect at once, e.g. a host's ranks to the creator of its arena;
- * beyond, the oldest is dropped to make room), each for at most HANDSHAKE_MS. */
+ * beyond, the oldest is dropped to make room), each for at most HANDSHAKE_MS, or the
+ * transport's timeout when that is shorter (a same-host connector that still runs gets
+ * more: connector_runs). */
 #define MAX_PENDING 16
 #define HANDSHAKE_MS 10000
 /* How much longer than HOROVOD_GLOO_TIMEOUT_SECONDS an exchange waits for another rank's
@@ -107,7 +110,9 @@ typedef struct {
     uint8_t buf[HVD_HELLO_LEN];
     size_t got;
     int64_t since_ms;
-    uint64_t seq; /* order of acceptance (since_ms ties within a millisecond) */
+    uint64_t seq;    /* order of acceptance (since_ms ties within a millisecond) */
+    long pid;        /* the same-host connector's process (SO_PEERCRED), 0 when unknown */
+    uint64_t run_ns; /* its CPU time when since_ms was last set */
     char from[64];
 } pending_t;
 
@@ -130,6 +135,7 @@ typedef struct {
     pending_t *pending;
     int npending, max_pending;
     uint64_t accepted; /* connections accepted so far (pending_t.seq) */
+    int handshake_ms;  /* how long an accepted connection has for its HELLO */
     /* first cause once poisoned */
     hvd_status_t poison;
     char poison_msg[1024];
@@ -418,7 +424,14 @@ static void accept_on(tcp_t *t, int lfd, int is_unix) {
         pd->since_ms = hvd__clock_now_ms();
         pd->seq = t->accepted++;
         if (is_unix) {
-            snprintf(pd->from, sizeof pd->from, "this host's unix socket");
+            pd->pid = hvd__socket_peer_pid(fd);
+            if (pd->pid > 0)
+                snprintf(pd->from, sizeof pd->from, "this host's unix socket (pid %ld)", pd->pid);
+            else
+                snprintf(pd->from, sizeof pd->from, "this host's unix socket");
+            hvd_proc_activity_t a;
+            if (pd->pid > 0 && hvd__proc_activity(pd->pid, &a) == 0)
+                pd->run_ns = a.run_ns;
         } else {
             const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
             char ip[16] = "?";
@@ -450,6 +463,20 @@ static void accept_all(tcp_t *t) {
     accept_on(t, t->ulisten_fd, 1);
 }
 
+/* Whether a same-host connector that sent no HELLO within handshake_ms is still at it: a
+ * thread of its process waits for a core or ran since the last look. With thousands of
+ * ranks on a few cores a rank may wait longer than that for its turn to answer the
+ * CHALLENGE; it gets another handshake_ms, a stopped or idle one is dropped. (Strangers
+ * that keep running cannot crowd peers out: the oldest pending connection makes room.) */
+static int connector_runs(pending_t *pd) {
+    hvd_proc_activity_t a;
+    if (!pd->is_unix || pd->pid <= 0 || hvd__proc_activity(pd->pid, &a) != 0)
+        return 0;
+    int ran = a.run_ns > pd->run_ns;
+    pd->run_ns = a.run_ns;
+    return !a.stopped && (a.runnable || ran);
+}
+
 /* Step every accepted connection's handshake. Returns 1 if anything happened. */
 static int step_pending(tcp_t *t) {
     int progressed = 0;
@@ -463,8 +490,12 @@ static int step_pending(tcp_t *t) {
             continue;
         }
         if (n < 0) {
-            if (now - pd->since_ms > HANDSHAKE_MS) {
-                pending_drop(t, i, "no authentication within 10 s");
+            if (now - pd->since_ms > t->handshake_ms && connector_runs(pd)) {
+                pd->since_ms = now;
+            } else if (now - pd->since_ms > t->handshake_ms) {
+                char why[64];
+                snprintf(why, sizeof why, "no authentication within %d ms", t->handshake_ms);
+                pending_drop(t, i, why);
                 progressed = 1;
                 continue;
             }
@@ -1518,6 +1549,8 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->active = calloc((size_t)cfg->size, sizeof *t->active);
     t->local = calloc((size_t)cfg->size, 1);
     t->max_pending = MAX_PENDING + cfg->size;
+    t->handshake_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < HANDSHAKE_MS ? cfg->timeout_ms
+                                                                            : HANDSHAKE_MS;
     t->pending = calloc((size_t)t->max_pending, sizeof *t->pending);
     if (t->epfd < 0 || t->rdfd < 0 || t->int_fd < 0 || !t->addrs || !t->peers || !t->active ||
         !t->local || !t->pending) {

@@ -7,3 +7,6 @@ hvd_unit_test(check_in tests/unit/test_check_in.c)
 # A silent peer told apart from a dead one: another process's activity read from /proc
 # (sleeping, spinning, stopped, gone), and the watch's answer over two looks.
 hvd_unit_test(peer_watch tests/unit/test_peer_watch.c)
+# The same watch at the transport's door: a same-host connection that has not authenticated
+# is kept while its process runs, dropped once it sits idle past the handshake limit.
+hvd_unit_test(tcp_handshake tests/unit/test_tcp_handshake.c)
