@@ -445,8 +445,18 @@ static uint64_t gen_raw(const gen_t *g, int rank, size_t idx) {
     if (g->dom == DOM_BITS)
         return d->kind == K_BOOL ? (h & 1) : (h & mask_of(d));
     if (g->dom == DOM_SCALE) {
-        /* small even values: scaled sums stay exact and in range for every type */
-        int64_t v = d->sgn || is_float(d) ? 2 * (int64_t)(h % 5) - 4 : 2 * (int64_t)(h % 5);
+        /* small even values (at most 8, or -4..4 where signed): scaled sums stay exact and
+         * in range for every type; for the narrow integers the largest value shrinks with
+         * the ranks (a sum of 16 ranks' 8 x 3 overflows a uint8) */
+        int64_t m = d->sgn || is_float(d) ? 4 : 8;
+        if (d->kind == K_INT) {
+            int64_t smax = (int64_t)(d->sgn ? mask_of(d) >> 1 : mask_of(d)) / 3 / g_size;
+            if (smax < m)
+                m = smax & ~(int64_t)1;
+        }
+        int64_t half = m / 2;
+        int64_t v = d->sgn || is_float(d) ? 2 * (int64_t)(h % (uint64_t)(2 * half + 1)) - m
+                                          : 2 * (int64_t)(h % (uint64_t)(half + 1));
         switch (d->kind) {
         case K_INT:
             return (uint64_t)v & mask_of(d);
