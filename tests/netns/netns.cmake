@@ -6,7 +6,7 @@
 # another bed being built would change.
 # They need root and `ip netns`: where those are missing they exit 77, which ctest reports
 # as skipped with the script's message, never as passed.
-foreach(t netbed multihost discovery elastic)
+foreach(t netbed multihost discovery elastic hosts8)
   add_test(NAME netns.${t} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/netns/test_${t}.sh)
   set_tests_properties(netns.${t} PROPERTIES TIMEOUT 300 LABELS netns SKIP_RETURN_CODE 77
     ENVIRONMENT "HVD_BUILD_DIR=${PROJECT_BINARY_DIR};HVD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
@@ -19,10 +19,12 @@ set_tests_properties(netns.netbed PROPERTIES LABELS "netns;harness")
 # services, NIC discovery, remote supervisors), where ASan's checks matter most, and their
 # assertions are the same in both builds; most of their CPU is sshd's and the namespaces',
 # which a second, plain run only spends again on a CPU-bound CI machine.
-set_tests_properties(netns.multihost netns.discovery netns.elastic PROPERTIES
+set_tests_properties(netns.multihost netns.discovery netns.elastic netns.hosts8 PROPERTIES
   LABELS "netns;sanitize_once")
 set_tests_properties(netns.multihost PROPERTIES RESOURCE_LOCK netbed_a)
 set_tests_properties(netns.discovery netns.elastic PROPERTIES RESOURCE_LOCK netbed_b)
+# eight hosts, sixteen ranks: the smaller version of the 32-host benchmark bed
+set_tests_properties(netns.hosts8 PROPERTIES RESOURCE_LOCK netbed_a COST 150)
 set_tests_properties(netns.netbed PROPERTIES RESOURCE_LOCK "netbed_a;netbed_b")
 # COST: about the seconds each takes under the sanitizers. ctest starts the costliest tests
 # first (a fresh clone has no timing history), so a run never ends waiting on one long test
