@@ -5,7 +5,9 @@
 #   hvd cached    horovodrun (its ssh check and NIC discovery cached, as after a first run)
 #   hvd uncached  horovodrun --disable-cache (ssh check of every host and NIC discovery)
 #   mpirun        Open MPI's mpirun of the same job (one orted per host, over the same ssh)
-# The job is `true` by default, or examples/hello (every rank through hvd_init) with --init.
+# The job is `true` by default, or examples/hello (every rank through hvd_init) with --init,
+# or tools/rank_phases with --allreduce (hvd_init, one allreduce, hvd_shutdown): then each row
+# also says when the last rank's first allreduce returned, counted from the command.
 # --baseline DIR adds the same two hvd rows for another build (e.g. an older commit's).
 # --slurm runs a Slurm cluster on the hosts (tests/slurm/cluster.sh; implies --init) and adds
 # two rows, each timed inside an allocation of the hosts (salloc -N HOSTS --ntasks-per-node
@@ -15,14 +17,14 @@
 #                 (cached, as the ssh rows; and uncached: NIC discovery through srun too)
 #
 # Usage: tools/bench_launch_hosts.sh [--build DIR] [--baseline DIR] [--hosts 4] [--slots 2]
-#          [--runs 10] [--init] [--slurm]
+#          [--runs 10] [--init | --allreduce] [--slurm]
 # Needs root, iproute2, openssh (scripts/install-deps.sh) and, for the mpirun column, Open MPI
 # (scripts/install-deps.sh --bench). A benchmark, not a test.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${here%/tools}
-build=$root/build base="" hosts=4 slots=2 runs=10 init=0 slurm=0
+build=$root/build base="" hosts=4 slots=2 runs=10 init=0 slurm=0 allreduce=0
 while (($#)); do
   case $1 in
     --build) build=$(cd "${2:?}" && pwd); shift ;;
@@ -31,8 +33,9 @@ while (($#)); do
     --slots) slots=${2:?}; shift ;;
     --runs) runs=${2:?}; shift ;;
     --init) init=1 ;;
+    --allreduce) init=1 allreduce=1 ;;
     --slurm) slurm=1 init=1 ;;
-    -h | --help) sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench_launch_hosts: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,15 +63,31 @@ spec="" np=$((hosts * slots))
 for ((i = 1; i <= hosts; i++)); do spec+="${spec:+,}h$i:$slots"; done
 job=(true)
 ((init)) && job=("$build/examples/hello")
+((allreduce)) && job=("$build/tools/rank_phases")
 home=$HVD_NETBED_DIR/home
 mkdir -p "$home"
 
-# Runs one launch inside h1; prints its wall time in ms, or fails with its output.
-cat >"$HVD_NETBED_DIR/one.sh" <<'EOF'
+# Runs one launch inside h1; prints its wall time in ms (with rank_phases as the job, then
+# when the last rank's first allreduce returned, in ms, or fails when not every rank said),
+# or fails with its output.
+cat >"$HVD_NETBED_DIR/one.sh" <<EOF
 #!/usr/bin/env bash
+np=$np
+EOF
+cat >>"$HVD_NETBED_DIR/one.sh" <<'EOF'
 s=$(date +%s%N)
+export HVD_BENCH_T0=$(awk -v s="$s" 'BEGIN {printf "%.3f", s / 1e9}')
 out=$("$@" 2>&1) || { echo "failed ($?): $*: $out" >&2; exit 1; }
-echo $((($(date +%s%N) - s) / 1000000))
+wall=$((($(date +%s%N) - s) / 1000000))
+case $* in
+*rank_phases*)
+  # "phases RANK STARTED INITIALISED REDUCED ENDED", behind whatever tag the launcher adds
+  first=$(awk -v np="$np" '{for (i = 1; i < NF; i++) if ($i ~ /phases$/) {n++; if ($(i + 4) > m) m = $(i + 4)}}
+    END {if (n == np) printf "%d", m * 1000}' <<<"$out")
+  [[ -n $first ]] || { echo "not every rank reported its phases: $*: $out" >&2; exit 1; }
+  echo "$wall:$first" ;;
+*) echo "$wall" ;;
+esac
 EOF
 on_h1() {
   bash "$netbed" exec h1 env PATH="$HVD_NETBED_DIR/bin:$PATH" HOME="$home" \
@@ -82,7 +101,7 @@ on_h1_alloc() {
 hvd=("$build/horovodrun" -np "$np" -H "$spec")
 mpi=()
 if command -v mpirun.openmpi >/dev/null; then
-  mpi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" -H "$spec")
+  mpi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" -H "$spec" -x HVD_BENCH_T0)
 fi
 
 old=()
@@ -104,8 +123,16 @@ for ((r = 0; r < runs; r++)); do
   fi
 done
 
-stats() { # ms values -> "median (min-max)" in seconds
-  tr ' ' '\n' <<<"$1" | grep . | sort -n |
+stats() { # ms values (WALL or WALL:FIRST) -> "median (min-max)" in seconds, of the wall
+  # times, and with FIRST of those too
+  local col
+  for col in 1 2; do
+    ((col == 2)) && { [[ $1 == *:* ]] || return 0; printf ';  first allreduce '; }
+    tr ' ' '\n' <<<"$1" | grep . | cut -d: -f$col | stat1
+  done
+}
+stat1() {
+  sort -n |
     awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2;
          printf "%.2f s (%.2f-%.2f)", m/1000, a[1]/1000, a[NR]/1000}'
 }
