@@ -44,8 +44,13 @@ netbed=$root/tests/netns/netbed.sh
 tmp=$HVD_NETBED_DIR/job
 job=""
 cleanup() {
-  [[ -n $job ]] && kill -TERM "$job" 2>/dev/null && wait "$job" 2>/dev/null
+  local rc=$?
+  if [[ -n $job ]]; then
+    kill -TERM "$job" 2>/dev/null || true
+    wait "$job" 2>/dev/null || true
+  fi
   timeout 60 bash "$netbed" down >/dev/null || echo "bench_elastic_hosts: netbed down failed" >&2
+  exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
@@ -91,8 +96,8 @@ kill_host() { # the job's processes in host h$1's namespace (not its sshd listen
 
 start=$(now_ms)
 wait_for "size $np " 1 600
-echo "job of $np ranks on $hosts hosts (h1..h$hosts:$slots) committed at full size after" \
-  "$((($(now_ms) - start) / 100))e-1 s"
+printf 'job of %d ranks on %d hosts (h1..h%d:%d) committed at full size after %d ms\n' \
+  "$np" "$hosts" "$hosts" "$slots" "$(($(now_ms) - start))"
 resumed=() rejoined=()
 for ((t = 1; t <= trials; t++)); do
   base=$(lines "size $np ")
