@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "os/fence.h"
 #include "transport/transport.h"
 
 #include <limits.h>
@@ -41,6 +42,9 @@
 /* How long a sleeper waits before it looks at the members' liveness again: a member killed
  * while the others sleep is noticed within this (plus the hang-up check). */
 #define SLEEP_SLICE_MS 50
+/* The sleep when the heavy fence failed (a light publish may then go unseen until the
+ * sleeper looks again). */
+#define UNFENCED_SLICE_US 200
 /* Spin turns between liveness checks while spinning (each check may be a few syscalls). */
 #define CHECK_EVERY 4096
 
@@ -148,6 +152,7 @@ hvd_status_t hvd__arena_attach(hvd_arena_t *a, void *mem, size_t bytes, int n, i
     a->n = n;
     a->self = self;
     a->data_bytes = data_bytes;
+    a->light_publish = hvd__fence_light_ok();
     for (uint64_t parity = 0; parity < 2; parity++) {
         uint64_t v = __atomic_load_n(box_seq(a, self, parity), __ATOMIC_RELAXED);
         if (v > a->seq)
@@ -199,11 +204,22 @@ void hvd__arena_wake(hvd_arena_t *a) {
 }
 
 void hvd__arena_publish(hvd_arena_t *a) {
-    /* Sequentially consistent on both sides (here: store progress, load sleepers; the
-     * sleeper: add itself, load progress), so a sleeper either sees this value or is seen. */
+    /* Store progress, then load the sleepers; the sleeper adds itself, then loads progress:
+     * with a fence between on both sides a sleeper either sees this value or is seen. Here
+     * that is a compiler barrier when the sleeper's side fences for both (os/fence.h), else
+     * sequentially consistent accesses (a locked store). */
     a->seq++;
-    __atomic_store_n(box_seq(a, a->self, a->seq), a->seq, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&wake(a)->sleepers, __ATOMIC_SEQ_CST) > 0)
+    uint64_t *mine = box_seq(a, a->self, a->seq);
+    uint32_t sleepers;
+    if (a->light_publish) {
+        __atomic_store_n(mine, a->seq, __ATOMIC_RELEASE);
+        hvd__fence_light();
+        sleepers = __atomic_load_n(&wake(a)->sleepers, __ATOMIC_RELAXED);
+    } else {
+        __atomic_store_n(mine, a->seq, __ATOMIC_SEQ_CST);
+        sleepers = __atomic_load_n(&wake(a)->sleepers, __ATOMIC_SEQ_CST);
+    }
+    if (sleepers > 0)
         hvd__arena_wake(a);
 }
 
@@ -332,16 +348,21 @@ static hvd_status_t wait_published(hvd_arena_t *a, int *noted) {
                 return check_failed(a, want, st);
         } else {
             /* Ask to be woken, then look again before sleeping (publish: store, then load the
-             * sleepers; here: add, then load the progress). */
+             * sleepers; here: add, then load the progress; the heavy fence stands in for the
+             * publishers' half, os/fence.h). Without it a publish may go unseen: sleep a
+             * short slice then. */
             uint32_t bell = __atomic_load_n(&w->bell, __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+            long slice_ns = SLEEP_SLICE_MS * 1000000L;
+            if (hvd__fence_heavy() != 0)
+                slice_ns = UNFENCED_SLICE_US * 1000L;
             int still = missing(a, want, &first);
             if (still) {
                 hvd__arena_note_wait(a, a->ranks ? a->ranks[first] : first);
                 *noted = 1;
             }
             if (still && __atomic_load_n(&abort_rec(a)->state, __ATOMIC_ACQUIRE) != 2) {
-                struct timespec ts = {0, SLEEP_SLICE_MS * 1000000L};
+                struct timespec ts = {0, slice_ns};
                 futex(&w->bell, FUTEX_WAIT, bell, &ts);
             }
             __atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);

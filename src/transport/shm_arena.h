@@ -54,6 +54,7 @@ struct hvd_arena {
     size_t data_bytes; /* data bytes of each slot */
     uint64_t seq;      /* what this rank published last */
     int parity;        /* slot of the current step */
+    int light_publish; /* publish without a full fence (os/fence.h; set by attach) */
     /* waiting */
     int spin_us;      /* spin this long before sleeping (0: sleep at once) */
     int yield;        /* sched_yield on every spin turn (more ranks than cores) */
