@@ -191,7 +191,8 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
     hvd_sig_t sig = {.coll = HVD_COLL_ALLREDUCE,
                      .dtype = (uint8_t)dtype,
                      .op = (uint8_t)op,
-                     .flags = g->ordered ? HVD_SIG_ORDERED : 0,
+                     .flags = (g->ordered ? HVD_SIG_ORDERED : 0) |
+                              (prescale != 1.0 ? HVD_SIG_PRESCALED : 0),
                      .count = count};
     size_t bytes = 0;
     hvd_status_t st =

@@ -157,8 +157,10 @@ void hvd__sig_describe(const hvd_sig_t *s, char *out, size_t out_size) {
     switch (s->coll) {
     case HVD_COLL_ALLREDUCE:
     case HVD_COLL_REDUCESCATTER:
-        snprintf(out, out_size, "%s(count %llu, %s, %s%s) as call #%u", hvd__coll_name(s->coll),
+        snprintf(out, out_size, "%s(count %llu, %s, %s%s%s%s) as call #%u", hvd__coll_name(s->coll),
                  (unsigned long long)s->count, dt, hvd__reduce_op_name((hvd_reduce_op_t)s->op),
+                 s->flags & HVD_SIG_PRESCALED ? ", prescaled" : "",
+                 s->flags & HVD_SIG_CMA ? ", by cross-memory attach" : "",
                  s->flags & HVD_SIG_ORDERED ? ", in rank order: HVD_REPRODUCIBLE=1" : "", s->seq);
         break;
     case HVD_COLL_BROADCAST:

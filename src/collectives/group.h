@@ -32,6 +32,13 @@ typedef enum {
 
 #define HVD_SIG_INVALID 1u /* this rank's arguments were rejected locally */
 #define HVD_SIG_ORDERED 2u /* an allreduce summing in rank order (hvd_group_t.ordered) */
+/* An allreduce with a prescale other than 1: ranks that disagree on it would take different
+ * paths in the arena (shm_allreduce.c), so they must fail the agreement instead. */
+#define HVD_SIG_PRESCALED 4u
+/* An allreduce in the arena by cross-memory attach (shm_allreduce.c): the ranks of a host
+ * decide that each on its own (from whether the host is oversubscribed), so a rank that
+ * decided otherwise fails the agreement instead of reading the others' slots wrongly. */
+#define HVD_SIG_CMA 8u
 #define HVD_SIG_LEN 28
 
 typedef struct {

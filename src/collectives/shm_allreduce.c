@@ -7,7 +7,9 @@
 #include "collectives/reduce.h"
 #include "collectives/shm_coll.h"
 #include "common/error.h"
+#include "os/cma.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +82,110 @@ static hvd_status_t sliced(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
     return HVD_OK;
 }
 
+/* Large allreduces of a group whose ranks may read each other's memory (g->cma_pids) skip
+ * the arena's copies: each rank reads its slice of every other rank's input straight from
+ * the owner's buffer, reduces it into its own output, and then reads every other slice of
+ * the result straight from its owner's output. A rank moves about 3/2 of the vector through
+ * memory where the sliced path moves 5 (np 2): measured on 2 cores, 16 MiB ... */
+#define CMA_MIN_BYTES ((size_t)1 << 20)
+/* A slice is read from each peer this many bytes at a time (a system call each): the pieces of
+ * every peer stay in the L2 cache while they are reduced. */
+#define CMA_PIECE_BYTES ((size_t)64 << 10)
+
+static hvd_status_t cma_failed(hvd_group_t *g, int r, int err, const char *what) {
+    hvd_status_t st =
+        err == ESRCH ? hvd__error_set(HVD_ERR_PEER_LOST, "%s: rank %d (pid %ld) is gone", what,
+                                      hvd__group_peer(g, r), g->cma_pids[r])
+                     : hvd__error_set(HVD_ERR_IO, "%s: reading rank %d's buffer (pid %ld): %s",
+                                      what, hvd__group_peer(g, r), g->cma_pids[r], strerror(err));
+    return hvd__group_arena_failed(g, st, what);
+}
+
+/* Elements [from, from + n) of every rank's input, reduced in group rank order, finished, into
+ * out (this rank's output at from): each piece of the peers' inputs is read into scratch,
+ * then reduced through an L1 tile (read whole before it is written: send may be recv). */
+static hvd_status_t cma_reduce_slice(hvd_group_t *g, const uint64_t *sends, const uint8_t *send,
+                                     uint8_t *out, size_t from, size_t n, hvd_dtype_t dtype,
+                                     hvd_reduce_op_t op, double postscale, const char *what) {
+    int p = g->size, me = g->rank;
+    size_t esize = hvd__dtype_size(dtype), piece = CMA_PIECE_BYTES / esize;
+    uint8_t *bufs = hvd__group_scratch(g, 0, (size_t)p * CMA_PIECE_BYTES);
+    if (!bufs)
+        return hvd__group_arena_failed(g, HVD_ERR_NO_MEMORY, what);
+    const uint8_t *src[HVD_ARENA_MAX_RANKS];
+    for (size_t at = from; at < from + n; at += piece) {
+        size_t k = from + n - at < piece ? from + n - at : piece;
+        for (int r = 0; r < p; r++) {
+            if (r == me) {
+                src[r] = send + at * esize;
+                continue;
+            }
+            uint8_t *buf = bufs + (size_t)r * CMA_PIECE_BYTES;
+            int err = hvd__cma_read((pid_t)g->cma_pids[r], sends[r] + at * esize, buf, k * esize);
+            if (err)
+                return cma_failed(g, r, err, what);
+            src[r] = buf;
+        }
+        size_t step = TILE_BYTES / esize;
+        _Alignas(64) uint8_t tile[TILE_BYTES];
+        for (size_t t = 0; t < k; t += step) {
+            size_t m = k - t < step ? k - t : step;
+            memcpy(tile, src[0] + t * esize, m * esize);
+            for (int r = 1; r < p; r++)
+                hvd__reduce(tile, src[r] + t * esize, m, dtype, op);
+            hvd__allreduce_finish(tile, m, dtype, op, p, postscale);
+            memcpy(out + (at + t) * esize, tile, m * esize);
+        }
+    }
+    return HVD_OK;
+}
+
+/* The allreduce by cross-memory attach (see CMA_MIN_BYTES), for a valid call whose working
+ * dtype is its own and that has no prescale. Three steps: the agreement, which also publishes
+ * each rank's buffers; every slice reduced; every slice read (no rank leaves, and changes its
+ * output, while another still reads it). */
+static hvd_status_t by_cma(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
+                           const void *send, void *recv, size_t count, hvd_dtype_t dtype,
+                           hvd_reduce_op_t op, double postscale, const char *what) {
+    int p = g->size, me = g->rank;
+    size_t esize = hvd__dtype_size(dtype);
+    uint64_t mine[2] = {(uint64_t)(uintptr_t)send, (uint64_t)(uintptr_t)recv};
+    memcpy(hvd__arena_data(a, a->self), mine, sizeof mine);
+    sig->flags |= HVD_SIG_CMA;
+    hvd_status_t st = hvd__group_arena_agree(g, a, idx, sig, what);
+    if (st != HVD_OK)
+        return st;
+    uint64_t sends[HVD_ARENA_MAX_RANKS], recvs[HVD_ARENA_MAX_RANKS];
+    for (int r = 0; r < p; r++) {
+        uint64_t theirs[2];
+        memcpy(theirs, hvd__arena_data(a, idx[r]), sizeof theirs);
+        sends[r] = theirs[0];
+        recvs[r] = theirs[1];
+        g->lens[r] = count / (size_t)p + ((size_t)r < count % (size_t)p);
+        g->offs[r] = r == 0 ? 0 : g->offs[r - 1] + g->lens[r - 1];
+    }
+    st = cma_reduce_slice(g, sends, send, recv, g->offs[me], g->lens[me], dtype, op, postscale,
+                          what);
+    if (st != HVD_OK)
+        return st;
+    if ((st = hvd__arena_step(a)) != HVD_OK)
+        return hvd__group_arena_failed(g, st, what);
+    for (int r = 0; r < p; r++) {
+        if (r == me || g->lens[r] == 0)
+            continue;
+        size_t off = g->offs[r] * esize;
+        int err = hvd__cma_read((pid_t)g->cma_pids[r], recvs[r] + off, (uint8_t *)recv + off,
+                                g->lens[r] * esize);
+        if (err)
+            return cma_failed(g, r, err, what);
+    }
+    hvd__arena_flip(a);
+    if ((st = hvd__arena_step(a)) != HVD_OK)
+        return hvd__group_arena_failed(g, st, what);
+    hvd__arena_flip(a);
+    return HVD_OK;
+}
+
 hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_sig_t *sig,
                                 const void *send, void *recv, size_t count, hvd_dtype_t dtype,
                                 hvd_reduce_op_t op, double prescale, double postscale,
@@ -88,6 +194,8 @@ hvd_status_t hvd__shm_allreduce(hvd_group_t *g, hvd_arena_t *a, const int *idx, 
     int valid = !(sig->flags & HVD_SIG_INVALID);
     hvd_dtype_t w = hvd__allreduce_work_dtype(dtype);
     size_t wbytes = valid ? count * hvd__dtype_size(w) : 0;
+    if (g->cma_pids && !a->yield && wbytes >= CMA_MIN_BYTES && w == dtype && prescale == 1.0)
+        return by_cma(g, a, idx, sig, send, recv, count, dtype, op, postscale, what);
     if (wbytes > SHM_SMALL_BYTES || wbytes > a->data_bytes)
         return sliced(g, a, idx, sig, send, recv, count, dtype, op, prescale, postscale, what);
     if (valid)

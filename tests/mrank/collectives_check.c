@@ -1394,7 +1394,7 @@ static void t_mismatch(void) {
         return;
     int last = g_size - 1, me = g_rank;
     size_t cnt[MAX_RANKS];
-    enum { NCASES = 18 };
+    enum { NCASES = 19 };
     for (int c = 0; c < NCASES; c++) {
         const char *what = "?";
         hvd_status_t s = HVD_OK;
@@ -1475,6 +1475,13 @@ static void t_mismatch(void) {
         case 16:
             what = "collective: last rank barrier, others allreduce of count 0";
             s = me == last ? hvd_barrier() : hvd_allreduce(NULL, NULL, 0, HVD_INT32, HVD_SUM);
+            break;
+        case 17:
+            /* over 1 MiB: on one host rank 0 would read the others' buffers in place while
+             * they copy theirs into the arena (shm_allreduce.c), had they not to agree */
+            what = "allreduce_ex prescale: rank 0 1.0, others 2.0, 1.1 MB";
+            s = hvd_allreduce_ex(sb, rb, 280000, HVD_FLOAT32, HVD_SUM, me == 0 ? 1.0 : 2.0, 1.0,
+                                 HVD_COMM_GLOBAL);
             break;
         default:
             what = "allreduce_ex: rank 0 op SUM, others op AVERAGE";
