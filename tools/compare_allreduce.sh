@@ -7,7 +7,7 @@
 # Usage: tools/compare_allreduce.sh [--build DIR] [--np "2 4" | --hosts "h1:2,h2:2 ..."]
 #          [--only hvd,hvdflat,hvdhier,hvdrepro,hvdadasum,mpi,mpishm,mpich,gloo]
 #          [-b MIN -e MAX -f FACTOR | --sizes "8 1M 64M"] [-n ITERS] [-w WARMUP]
-#          [--out DIR] [--timeout SECS]
+#          [--out DIR] [--timeout SECS] [--inplace]
 # Needs: hvd built in DIR (horovodrun, tools/hvd_allreduce_perf); Open MPI (openmpi-bin
 # libopenmpi-dev), MPICH (mpich libmpich-dev), torch for /usr/bin/python3 (python3-torch).
 # --hosts runs each job across the hosts given (-H syntax; one job per list entry, run from a
@@ -16,13 +16,14 @@
 # with HVD_REPRODUCIBLE=1 (every element summed in rank order, on one host too), hvdadasum
 # with op Adasum instead of the sum (tools/compare_adasum.sh: the two side by side), and Open
 # MPI (mpi over TCP on eth0, mpishm with its defaults); MPICH and gloo run on one host only.
-# Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
+# --inplace runs every peer in place (hvd_allreduce_perf -I, MPI_IN_PLACE; gloo's stays out of
+# place). Exit status: 0, or 1 when a peer failed or any result was wrong (after the table).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 peers=(hvd hvdflat hvdhier hvdrepro hvdadasum mpi mpishm mpich gloo) # the order they run in and their columns
 build=${here%/tools}/build nps="2 4" hosts="" only="" out="" timeout_s=600
-iters=200 warmup=10
+iters=200 warmup=10 inplace=""
 # The anchors people quote (8 B latency, 1 MiB, 64 MiB bandwidth) must be in the default list,
 # and no single factor from 8 B reaches both 1 MiB and 64 MiB, so the default is a list.
 size_list="8 64 512 4K 32K 256K 1M 4M 16M 64M"
@@ -38,6 +39,7 @@ while (($#)); do
     --np) nps=${2:?}; shift ;;
     --hosts) hosts=${2:?}; shift ;;
     --only) only=${2:?}; shift ;;
+    --inplace) inplace=1 ;;
     --sizes) size_list=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
     --timeout) timeout_s=${2:?}; shift ;;
@@ -200,13 +202,14 @@ peer_cmd() { # peer shape b e f n w -> the command line, one word per line
   case $p in
     hvd*) printf '%s\n' "${hier[@]}" "$build/horovodrun" -np "$np" "${H[@]:0:2}" \
       "$build/tools/hvd_allreduce_perf" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" -d float32 \
-      -o "$op" -c 1 ;;
+      -o "$op" -c 1 ${inplace:+-I} ;;
     # pml ob1 + btl tcp,self: Open MPI's shared-memory path (vader) is off, so this is MPI
     # over loopback TCP, the same wire hvd's tcp transport uses; without --mca pml ob1 a
     # build with UCX would pick UCX and skip the BTLs altogether.
     mpi) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe --mca pml ob1 \
       --mca btl tcp,self --mca btl_tcp_if_include "$if" --mca oob_tcp_if_include "$if" \
-      -np "$np" "${H[@]}" "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+      -np "$np" "${H[@]}" "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" \
+      ${inplace:+-i} ;;
     # Open MPI as it comes. Checked with --mca pml_base_verbose 10 --mca btl_base_verbose 100
     # (Debian 12, Open MPI 4.1.4): pml ob1, and "Using vader btl" between ranks, i.e. shared
     # memory (tcp opens too but carries nothing on one host). UCX is installed, but Debian's
@@ -214,14 +217,14 @@ peer_cmd() { # peer shape b e f n w -> the command line, one word per line
     # build does pick UCX, that is its default too (UCX then uses shared memory on one host).
     # Across hosts: vader inside each host, tcp between them.
     mpishm) printf '%s\n' "$ompi_run" --allow-run-as-root --oversubscribe -np "$np" "${H[@]}" \
-      "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+      "$tmp/mpi_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ${inplace:+-i} ;;
     # MPICH as it comes, by its own names (never through the mpirun alternative). Debian 12's
     # MPICH 4.0.2 is ch4:ucx (mpichversion); on one host strace and UCX_LOG_LEVEL=info show
     # the ranks' data going through shared memory (a /dev/shm region of MPICH's own, UCX's
     # sysv/cma transports, process_vm_readv for large buffers). Hydra needs no root flag and
     # oversubscribes without asking.
     mpich) printf '%s\n' mpirun.mpich -np "$np" \
-      "$tmp/mpich_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
+      "$tmp/mpich_allreduce_bench" -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ${inplace:+-i} ;;
     gloo) printf '%s\n' "$python" "$here/bench/gloo_allreduce_bench.py" -np "$np" \
       -b "$b" -e "$e" -f "$f" -w "$w" -n "$n" ;;
   esac

@@ -1505,11 +1505,16 @@ static void t_mismatch(void) {
         snprintf(after, sizeof after, "after mismatch: %s", what);
         sanity_allreduce(after);
     }
-    /* the chunked paths still work too */
+    /* the chunked paths still work too, and from 1 MiB the one reading the peers' buffers in
+     * place on one host (shm_allreduce.c: by_cma), in place too */
     const dtinfo_t *f32 = dt_by(HVD_FLOAT32);
     if (65537 <= opt.max_count) {
         t_allreduce_one(f32, HVD_SUM, 65537, 0);
         t_allgather_one(f32, 65537);
+    }
+    if (300001 <= opt.max_count) {
+        t_allreduce_one(f32, HVD_SUM, 300001, 0);
+        t_allreduce_one(f32, HVD_AVERAGE, 300001, 1);
     }
 }
 

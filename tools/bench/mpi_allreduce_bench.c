@@ -3,6 +3,7 @@
  * Not built by CMake (the tools/ glob builds hvd tools; this subfolder is not globbed): the script
  * compiles it with Open MPI's mpicc and with mpicc.mpich. Usage:
  *   mpirun -np N mpi_allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-w WARMUP] [-n ITERS]
+ *                                    [-i]     (-i: in place, MPI_IN_PLACE)
  * Sizes take K/M/G suffixes (powers of 1024). For every size from -b to -e (times -f each step)
  * rank 0 prints `size_bytes median_us wrong`: the median per-iteration time of each rank, the
  * largest of those over ranks (the slowest rank is what a training step waits for, and this is
@@ -68,12 +69,16 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     long long minb = 8, maxb = 8 << 20, factor = 2, warmup = 5, iters = 20;
-    int opt;
+    int opt, inplace = 0;
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "b:e:f:w:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:e:f:w:n:i")) != -1) {
+        if (opt == 'i') {
+            inplace = 1;
+            continue;
+        }
         long long v = opt == '?' ? -1 : parse_size(optarg); /* no optarg for '?' */
         switch (opt) {
         case 'b':
@@ -125,15 +130,22 @@ int main(int argc, char **argv) {
         printf("# mpi_allreduce_bench np=%d float32 sum: size_bytes median_us wrong\n", size);
     for (long long bytes = minb; bytes <= maxb;) {
         int count = bytes / 4 > 0 ? (int)(bytes / 4) : 1;
+        /* in place (-i): recv is the buffer, and its values grow call by call (to inf, which
+         * costs a float add no more than any other value); the check below refills it */
+        const void *in = inplace ? MPI_IN_PLACE : send;
         for (long long i = 0; i < warmup; i++)
-            MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(in, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         /* Poison the output so a call that does nothing cannot pass the check. */
         memset(recv, 0xff, (size_t)count * sizeof *recv);
         MPI_Barrier(MPI_COMM_WORLD); /* start the timed loop together */
         for (long long i = 0; i < iters; i++) {
             double t0 = now_us();
-            MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(in, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             t[i] = now_us() - t0;
+        }
+        if (inplace) { /* one more call on fresh inputs, for the check */
+            memcpy(recv, send, (size_t)count * sizeof *recv);
+            MPI_Allreduce(MPI_IN_PLACE, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
         long long wrong = 0, wrong_all = 0;
         for (int i = 0; i < count; i++)
