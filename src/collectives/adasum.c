@@ -60,7 +60,7 @@ static hvd_status_t swap_chunks(adasum_t *s, int peer, const void *sbuf, size_t 
         return HVD_OK;
     hvd_xfer_t *xs = hvd__group_xfers(s->g, ns + nr);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     for (size_t k = 0; k < ns + nr; k++) {
         int is_send = k < ns;
         size_t at = (is_send ? k : k - ns) * chunk, total = is_send ? sbytes : rbytes;
@@ -158,7 +158,7 @@ hvd_status_t hvd__adasum_run(hvd_group_t *g, const void *send, void *recv, size_
     /* (sums, theirs and starts share one scratch: 6 doubles and a size_t per part, + 1) */
     s.sums = hvd__group_scratch(g, 2, 6 * np * sizeof(double) + (np + 1) * sizeof(size_t));
     if (!s.sums)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     s.theirs = s.sums + 3 * np;
     hvd__adasum_parts(&s.t, dtype, (size_t *)(s.theirs + 3 * np), parts, nparts, count);
     int p = g->size, me = g->rank, levels = 0;
@@ -169,7 +169,7 @@ hvd_status_t hvd__adasum_run(hvd_group_t *g, const void *send, void *recv, size_
     char *work = s.t.w == dtype ? recv : hvd__group_scratch(g, 0, bytes + 1);
     s.tmp = hvd__group_scratch(g, 1, bytes + 1);
     if (!work || !s.tmp)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     /* The input in the working dtype: read where it is when nothing converts or scales it
      * (the first step writes work; a copy up front took a third of the memory traffic). */
     const char *src = send;

@@ -54,7 +54,7 @@ hvd_status_t hvd__coll_allgather(hvd_group_t *g, const void *send, void *recv, c
     if (total <= HVD_SMALL_BYTES || p == 1) {
         void *stage = hvd__group_scratch(g, 2, total);
         if (!stage)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
         return hvd__group_agree(g, &sig, send, g->lens, g->offs, recv, stage, what);
     }
     st = hvd__group_agree(g, &sig, NULL, NULL, NULL, NULL, NULL, what);

@@ -41,7 +41,7 @@ static hvd_status_t small(hvd_group_t *g, hvd_sig_t *sig, const void *send, void
     uint8_t *all = hvd__group_scratch(g, 1, wbytes * (size_t)p);
     uint8_t *stage = hvd__group_scratch(g, 2, wbytes * (size_t)p);
     if (!mine || !all || !stage)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     if (!(sig->flags & HVD_SIG_INVALID))
         hvd__allreduce_to_work(mine, send, count, dtype, prescale);
     for (int r = 0; r < p; r++) {
@@ -242,7 +242,7 @@ hvd_status_t hvd__coll_allreduce(hvd_group_t *g, const void *send, void *recv, s
          * (half types) or on recv (others). */
         void *work = hvd__allreduce_is_half(dtype) ? hvd__group_scratch(g, 0, bytes) : recv;
         if (!work)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
         hvd__allreduce_to_work(work, send, count, dtype, prescale);
         ring.work = work;
     } else {

@@ -17,7 +17,7 @@ hvd_status_t hvd__coll_exchange(hvd_group_t *g, const void *send_, const size_t 
         memcpy(recv + roff[me], send + soff[me], rbytes[me]);
     hvd_xfer_t *xs = hvd__group_xfers(g, 2 * (size_t)(p - 1));
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t n = 0;
     for (int d = 1; d < p; d++) {
         int to = (me + d) % p, from = (me - d + p) % p;
@@ -53,7 +53,7 @@ hvd_status_t hvd__coll_alltoall(hvd_group_t *g, const void *send, void *recv, si
         /* In place: the blocks we send would be overwritten by those we receive. */
         void *copy = hvd__group_scratch(g, 0, total);
         if (!copy)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
         memcpy(copy, send, total);
         send = copy;
     }

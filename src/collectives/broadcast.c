@@ -11,7 +11,7 @@ static hvd_status_t tree(hvd_group_t *g, void *buf, size_t bytes, int root, cons
     int p = g->size, vr = (g->rank - root + p) % p;
     hvd_xfer_t *xs = hvd__group_xfers(g, 32);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t n = 0;
     hvd_xfer_t *from_parent = NULL;
     int mask = 1;
@@ -45,7 +45,7 @@ static hvd_status_t chain(hvd_group_t *g, void *buf, size_t bytes, int root, con
     int has_prev = vr > 0, has_next = vr < p - 1;
     hvd_xfer_t *xs = hvd__group_xfers(g, 2 * nc);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t n = 0;
     for (size_t k = 0; k < nc; k++) {
         size_t off = k * HVD_RING_CHUNK_BYTES;

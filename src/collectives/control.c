@@ -12,7 +12,7 @@ hvd_status_t hvd__control_gather(hvd_group_t *g, int root, const void *mine, siz
     if (me != root) {
         hvd_xfer_t *x = hvd__group_xfers(g, 1);
         if (!x)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
         x->peer = hvd__group_peer(g, root);
         x->is_send = 1;
         x->iov[0].iov_base = (void *)mine;
@@ -32,7 +32,7 @@ hvd_status_t hvd__control_gather(hvd_group_t *g, int root, const void *mine, siz
     lens[me] = len;
     hvd_xfer_t *xs = hvd__group_xfers(g, (size_t)p);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t n = 0;
     for (int r = 0; r < p; r++) {
         if (r == me)
@@ -58,7 +58,7 @@ hvd_status_t hvd__control_bcast(hvd_group_t *g, int root, uint8_t **buf_p, size_
     int p = g->size, me = g->rank;
     hvd_xfer_t *xs = hvd__group_xfers(g, (size_t)p);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     if (me != root) {
         xs[0].peer = hvd__group_peer(g, root);
         xs[0].alloc_max = max;

@@ -239,7 +239,7 @@ static hvd_status_t bruck_rounds(hvd_group_t *g, uint8_t *st, const size_t *lens
     size_t total = lens ? lens[me] : 0;
     hvd_xfer_t *x = hvd__group_xfers(g, 2);
     if (!x)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     for (int d = 1; d < p; d <<= 1) {
         int cnt = d < p - d ? d : p - d;
         /* bytes of positions [0, cnt) we send, and of [d, d + cnt) expected */
@@ -647,7 +647,7 @@ static hvd_status_t link_peers(hvd_group_t *g, const char *what) {
         n += 2;
     hvd_xfer_t *x = hvd__group_xfers(g, (size_t)n);
     if (!x)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     uint8_t out = 1, *in = calloc((size_t)n / 2, 1);
     if (!in)
         return hvd__error_set(HVD_ERR_NO_MEMORY, "%s: out of memory", what);
@@ -700,7 +700,7 @@ hvd_status_t hvd__group_allgather_var(hvd_group_t *g, const void *mine, size_t l
     int have = 1;
     hvd_xfer_t *x = hvd__group_xfers(g, 2);
     if (!x)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     for (int d = 1; d < p; d <<= 1) {
         int cnt = d < p - d ? d : p - d;
         memset(x, 0, 2 * sizeof *x);

@@ -50,7 +50,7 @@ static hvd_status_t exchange_step(hvd_ring_t *ring, step_t *st, int peer, const 
     size_t ns = (shi - slo + chunk - 1) / chunk, nr = (rhi - rlo + chunk - 1) / chunk;
     hvd_xfer_t *xs = hvd__group_xfers(g, ns + nr);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     for (size_t k = 0; k < ns + nr; k++) {
         hvd_xfer_t *x = &xs[k];
         int is_send = k < ns;
@@ -81,7 +81,7 @@ hvd_status_t hvd__halving_run(hvd_ring_t *ring, size_t count, const char *what) 
     size_t chunk = HVD_RING_CHUNK_BYTES / wsize ? HVD_RING_CHUNK_BYTES / wsize : 1;
     ring->tmp = hvd__group_scratch(g, 2, chunk * wsize);
     if (!ring->tmp)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t lo[32], hi[32]; /* kept range after each step */
     size_t cur_lo = 0, cur_hi = count;
     hvd_status_t st = HVD_OK;

@@ -75,7 +75,7 @@ static hvd_status_t reducescatter(hvd_group_t *g, const void *send, void *recv,
     hvd_arena_t *a = p > 1 && total >= ARENA_MIN_BYTES ? hvd__group_arena(g, &idx) : NULL;
     void *work = hvd__group_scratch(g, 0, a ? mine * hvd__dtype_size(wdtype) : total);
     if (!work)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     finish_t fin = {.out = recv, .out_off = g->offs[g->rank], .dtype = dtype, .op = op};
     hvd_ring_t ring = {.g = g,
                        .seg_off = g->offs,

@@ -71,11 +71,11 @@ hvd_status_t hvd__ring_run(hvd_ring_t *ring, const char *what) {
     if (do_rs) {
         ring->tmp = hvd__group_scratch(g, 2, ((maxseg + nc - 1) / nc) * wsize);
         if (!ring->tmp)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
     }
     hvd_xfer_t *xs = hvd__group_xfers(g, nx);
     if (!xs)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     size_t ag0 = do_rs ? 2 * steps : 0;
     for (size_t s = 0; s + 1 < (size_t)p; s++) {
         for (size_t k = 0; k < nc; k++) {

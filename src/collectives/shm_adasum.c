@@ -426,7 +426,7 @@ hvd_status_t hvd__shm_adasum(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd
     size_t *starts = hvd__group_scratch(
         g, 2, (np + 1) * sizeof(size_t) + (2 * most + (size_t)p * np) * sizeof(double));
     if (!starts)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     s.sums = (double *)(starts + np + 1);
     s.tot = s.sums + most;
     s.w = s.tot + most;
@@ -441,7 +441,7 @@ hvd_status_t hvd__shm_adasum(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd
     s.mine = last.at + last.len;
     s.priv = hvd__group_scratch(g, 0, (size_t)p * s.mine * ws + 1);
     if (!s.priv)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     if (s.t.w == dtype && prescale == 1.0)
         s.own = send;
 

@@ -85,7 +85,7 @@ hvd_status_t hvd__shm_hier_allreduce(hvd_group_t *g, hvd_sig_t *sig, const void 
     size_t mine = plen[lg->rank];
     uint8_t *part = hvd__group_scratch(g, 0, mine * hvd__dtype_size(w));
     if (!part)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     st = hvd__shm_reduce_scatter(lg, a, idx, send, part, poff, plen, dtype, op, prescale, what);
     if (st != HVD_OK)
         return st;
@@ -139,7 +139,7 @@ hvd_status_t hvd__shm_hier_allgather(hvd_group_t *g, const void *send, void *rec
     size_t mine = bundle_len(g, H, me);
     uint8_t *bundle = hvd__group_scratch(g, 0, mine);
     if (!counts || !bundle)
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_pass(HVD_ERR_NO_MEMORY);
     for (int h = 0; h < H; h++)
         counts[h] = g->lens[g->hier_grid[h * L + me]];
     hvd_status_t st = cross(cg, send, bundle, counts, 0, HVD_UINT8);

@@ -16,6 +16,15 @@ hvd_status_t hvd__error_wrap(hvd_status_t status, const char *fmt, ...)
  * below named the operation itself). Returns status. */
 hvd_status_t hvd__error_prefix(hvd_status_t status, const char *what);
 
+/* Return status for a failure whose message is set already: by the call that failed (an
+ * allocator such as hvd__group_scratch, a read), or left for the caller to word (a status it
+ * handles itself, a fallback). A bare `return HVD_ERR_...;` is refused by
+ * tests/unit/check_error_messages.sh, so that a new one cannot leave hvd_last_error() empty
+ * or stale. */
+static inline hvd_status_t hvd__error_pass(hvd_status_t status) {
+    return status;
+}
+
 /* Forget this thread's last error. */
 void hvd__error_clear(void);
 

@@ -116,7 +116,7 @@ hvd_status_t hvd__text_reader_next(hvd_text_reader_t *r, char **line_p, size_t *
         }
         ssize_t got = read_some(r->fd, r->buf + r->end, r->max_line + 1 - r->end, r->what, r->path);
         if (got < 0)
-            return HVD_ERR_IO;
+            return hvd__error_pass(HVD_ERR_IO);
         if (got == 0)
             r->eof = 1;
         r->end += (size_t)got;

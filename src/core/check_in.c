@@ -174,7 +174,7 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int count
             int64_t now = hvd__clock_now_ms(), after_last = now - s.age_ms + timeout_ms;
             if (after_last <= now) {
                 *scope_p = s;
-                return HVD_ERR_TIMEOUT;
+                return hvd__error_pass(HVD_ERR_TIMEOUT);
             }
             deadline = after_last;
             give_up = deadline + timeout_ms;
@@ -186,7 +186,7 @@ static hvd_status_t wait_check_in(hvd_context_t *c, const char *scope, int count
             give_up = deadline + timeout_ms;
         } else if (hvd__clock_remaining_ms(deadline) == 0) {
             *scope_p = s;
-            return HVD_ERR_TIMEOUT;
+            return hvd__error_pass(HVD_ERR_TIMEOUT);
         }
         hvd__store_scope_fini(&s);
     }
@@ -285,7 +285,7 @@ static hvd_status_t read_plan(hvd_context_t *c, hvd_rank_plan_t *plan,
                                      deadline, &text, &len);
     if (st == HVD_ERR_NOT_FOUND) {
         hvd__error_clear();
-        return HVD_ERR_NOT_FOUND;
+        return hvd__error_pass(HVD_ERR_NOT_FOUND);
     }
     if (st != HVD_OK)
         return hvd__error_wrap(st, "rank %d could not read the launcher's plan from %s:%d", p->rank,
@@ -311,7 +311,7 @@ static hvd_status_t read_plan(hvd_context_t *c, hvd_rank_plan_t *plan,
     free(places);
     hvd__rank_plan_fini(plan);
     hvd__error_clear();
-    return HVD_ERR_NOT_FOUND;
+    return hvd__error_pass(HVD_ERR_NOT_FOUND);
 }
 
 /* The planned check-in (the file's comment). */

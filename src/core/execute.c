@@ -58,7 +58,7 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
                align = hvd__dtype_size(hvd__allreduce_work_dtype(o->dtype));
         uint8_t *acc = hvd__group_scratch(g, 0, len), *copies = NULL;
         if (!acc)
-            return HVD_ERR_NO_MEMORY;
+            return hvd__error_pass(HVD_ERR_NO_MEMORY);
         for (int m = 0; m < g->size; m++) {
             if (e->msgs[g->members[m]].payload_len != len)
                 return hvd__error_set(HVD_ERR_PROTOCOL, "allreduce: rank %d sent %u bytes",
@@ -66,7 +66,7 @@ static hvd_status_t run_inline(hvd_engine_t *e, hvd_posted_t *p) {
             if (!len || (uintptr_t)blocks[m] % align == 0)
                 continue;
             if (!copies && !(copies = hvd__group_scratch(g, 1, stride * (size_t)g->size)))
-                return HVD_ERR_NO_MEMORY;
+                return hvd__error_pass(HVD_ERR_NO_MEMORY);
             memcpy(copies + (size_t)m * stride, blocks[m], len);
             blocks[m] = copies + (size_t)m * stride;
         }

@@ -1292,7 +1292,7 @@ static hvd_status_t arena_plan(tcp_t *t) {
     if (n < 2 || n > HVD_ARENA_MAX_RANKS)
         return HVD_OK;
     if (!(t->arena_ranks = malloc((size_t)n * sizeof *t->arena_ranks)))
-        return HVD_ERR_NO_MEMORY;
+        return hvd__error_set(HVD_ERR_NO_MEMORY, "out of memory for the host arena's %d ranks", n);
     for (int r = 0, i = 0; r < t->base.size; r++) {
         if (r == t->base.rank)
             t->arena_self = i;
@@ -1549,8 +1549,8 @@ hvd_status_t hvd__tcp_create(const hvd_tcp_config_t *cfg, hvd_transport_t **t_p)
     t->active = calloc((size_t)cfg->size, sizeof *t->active);
     t->local = calloc((size_t)cfg->size, 1);
     t->max_pending = MAX_PENDING + cfg->size;
-    t->handshake_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < HANDSHAKE_MS ? cfg->timeout_ms
-                                                                            : HANDSHAKE_MS;
+    t->handshake_ms =
+        cfg->timeout_ms > 0 && cfg->timeout_ms < HANDSHAKE_MS ? cfg->timeout_ms : HANDSHAKE_MS;
     t->pending = calloc((size_t)t->max_pending, sizeof *t->pending);
     if (t->epfd < 0 || t->rdfd < 0 || t->int_fd < 0 || !t->addrs || !t->peers || !t->active ||
         !t->local || !t->pending) {

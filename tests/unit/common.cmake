@@ -11,6 +11,10 @@ hvd_unit_test(store_decode tests/unit/test_store_decode.c)
 add_test(NAME unit.format COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_format.sh
          ${PROJECT_SOURCE_DIR})
 set_tests_properties(unit.format PROPERTIES LABELS "unit;source")
+# No failing return under src/ leaves the error message unset (common/error.h).
+add_test(NAME unit.error_messages COMMAND bash
+         ${PROJECT_SOURCE_DIR}/tests/unit/check_error_messages.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(unit.error_messages PROPERTIES LABELS "unit;source")
 # Ranks started by an MPI launcher: their place from OMPI_* / PMI_* variables.
 hvd_unit_test(mpi_env tests/unit/test_mpi_env.c)
 # Slurm's per-node counts and host lists.

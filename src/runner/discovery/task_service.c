@@ -276,7 +276,7 @@ out:
 static hvd_status_t poll_pause(const task_t *t) {
     if (hvd__clock_now_ms() + POLL_MS >= t->deadline_ms) {
         hvd__error_clear();
-        return HVD_ERR_TIMEOUT;
+        return hvd__error_pass(HVD_ERR_TIMEOUT);
     }
     if (t->launcher_fd < 0) {
         hvd__clock_sleep_ms(POLL_MS);
