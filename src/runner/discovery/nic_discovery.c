@@ -1,3 +1,7 @@
+/* The launcher's run of NIC discovery (nic_discovery.h): one task process per host under
+ * os/spawn.h, its output drained to keep the last 2 KiB, checked from the driver's wait so that a
+ * task that dies ends it at once. After a success the remote tasks are ended or handed to the
+ * launch as ready sessions. */
 #include "runner/discovery/nic_discovery.h"
 
 #include <hvd/hvd.h>
@@ -7,6 +11,7 @@
 #include "os/spawn.h"
 #include "runner/process/capture.h"
 #include "runner/discovery/discovery_msg.h"
+#include "runner/process/say.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -44,29 +49,6 @@ typedef struct {
 } run_t;
 
 static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i);
-
-static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int fd, const char *fmt, ...) {
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0 && write(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1) < 0)
-        return;
-}
-
-/* Write text whole, then a newline (say's buffer would cut a matrix of many hosts). */
-static void say_all(int fd, const char *prefix, const char *text) {
-    say(fd, "%s", prefix);
-    for (size_t off = 0, len = strlen(text); off < len;) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w <= 0 && errno != EINTR)
-            return;
-        off += w > 0 ? (size_t)w : 0;
-    }
-    say(fd, "\n");
-}
 
 /* Keep the last TAIL_CAP bytes of what a task wrote (stdout and stderr alike). */
 static void drain(task_t *t, int *fd) {
@@ -182,7 +164,7 @@ static hvd_status_t start_task(run_t *r, hvd_driver_t *d, size_t i) {
             used +=
                 (size_t)snprintf(line + used, sizeof line - used, "%s%s", used ? " " : "", word);
         }
-        say(cfg->out_fd, "Launching horovod task function: %s\n", line);
+        hvd__say(cfg->out_fd, "Launching horovod task function: %s\n", line);
     }
     if (st == HVD_OK) {
         t->tail_len = 0; /* what a failed ssh attempt said is replaced by this one's */
@@ -279,7 +261,7 @@ void hvd__ready_sessions_end(hvd_ready_session_t *sessions, size_t n) {
 hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
                                     hvd_disc_result_t *result_p) {
     if (cfg->verbose)
-        say(cfg->out_fd, "Testing interfaces on all the hosts.\n");
+        hvd__say(cfg->out_fd, "Testing interfaces on all the hosts.\n");
     hvd_driver_config_t dc = {.secret = cfg->secret,
                               .hosts = cfg->hosts,
                               .host_count = cfg->count,
@@ -299,7 +281,8 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
         for (size_t i = 0; i < n && used < sizeof list; i++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
                                      addrs[i].addr);
-        say(cfg->out_fd, "Driver service listening on port %d of %s.\n", hvd__driver_port(d), list);
+        hvd__say(cfg->out_fd, "Driver service listening on port %d of %s.\n", hvd__driver_port(d),
+                 list);
     }
     run_t r = {.cfg = cfg,
                .tasks = calloc(cfg->count, sizeof *r.tasks),
@@ -314,7 +297,8 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
     r.d = d;
     r.deadline = deadline;
     if (cfg->ssh_check && cfg->verbose)
-        say(cfg->out_fd, "Checking ssh on all remote hosts (by starting their task services).\n");
+        hvd__say(cfg->out_fd,
+                 "Checking ssh on all remote hosts (by starting their task services).\n");
     for (size_t i = 0; i < cfg->count; i++) {
         r.tasks[i].host = cfg->hosts[i];
         r.tasks[i].in_fd = -1;
@@ -324,19 +308,20 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
         st = start_task(&r, d, i);
     if (st == HVD_OK) {
         if (cfg->verbose)
-            say(cfg->out_fd, "Attempted to launch horovod task servers.\n"
-                             "Waiting for the hosts to acknowledge.\n");
+            hvd__say(cfg->out_fd, "Attempted to launch horovod task servers.\n"
+                                  "Waiting for the hosts to acknowledge.\n");
         st = hvd__driver_wait(d, deadline, check_tasks, &r, result_p);
         if (st == HVD_OK && cfg->ssh_check && cfg->verbose)
-            say(cfg->out_fd, cfg->ssh && cfg->ssh->agent ? "The rsh agent reached all the hosts.\n"
-                             : cfg->ssh && cfg->ssh->srun
-                                 ? "srun reached all the remote hosts.\n"
-                                 : "SSH was successful into all the remote hosts.\n");
+            hvd__say(cfg->out_fd, cfg->ssh && cfg->ssh->agent
+                                      ? "The rsh agent reached all the hosts.\n"
+                                  : cfg->ssh && cfg->ssh->srun
+                                      ? "srun reached all the remote hosts.\n"
+                                      : "SSH was successful into all the remote hosts.\n");
         if (cfg->mesh && (st == HVD_OK || st == HVD_ERR_NOT_FOUND)) {
-            say_all(cfg->out_fd, "", hvd__driver_message(d));
+            hvd__say_text(cfg->out_fd, "", hvd__driver_message(d));
         } else if (st != HVD_OK && st != HVD_ERR_PEER_LOST && *hvd__driver_message(d)) {
             /* the whole matrix (the last error keeps only its first KiB) */
-            say_all(cfg->err_fd, "horovodrun: ", hvd__driver_message(d));
+            hvd__say_text(cfg->err_fd, "horovodrun: ", hvd__driver_message(d));
             hvd__error_set(st, "NIC discovery failed (what each host reached is above)");
         }
     }
@@ -350,10 +335,10 @@ hvd_status_t hvd__nic_discovery_run(const hvd_nic_discovery_config_t *cfg,
         for (size_t i = 0; i < result_p->nic_count && used < sizeof list; i++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
                                      result_p->nics[i]);
-        say(cfg->out_fd,
-            "Host-to-host interface checking successful.\nInterfaces on all the hosts were "
-            "successfully checked.\nCommon interface found: %s\n",
-            list);
+        hvd__say(cfg->out_fd,
+                 "Host-to-host interface checking successful.\nInterfaces on all the hosts were "
+                 "successfully checked.\nCommon interface found: %s\n",
+                 list);
     }
     return st;
 }

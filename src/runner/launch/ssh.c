@@ -1,9 +1,13 @@
+/* ssh, srun and rsh-agent command lines, and the reachability check (ssh.h). The check starts every
+ * host's probe at once with posix_spawnp and keeps the last 4 KiB of each attempt's output, where
+ * ssh says why it failed, to tell failures worth retrying from permanent ones. */
 #include "runner/launch/ssh.h"
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "runner/process/capture.h"
 #include "runner/slurm/slurm_alloc.h"
+#include "runner/process/say.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -213,26 +217,6 @@ typedef struct {
     size_t out_len;
 } probe_t;
 
-static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int fd, const char *fmt, ...) {
-    char buf[OUTPUT_CAP + 512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(fd, buf + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        off += (size_t)w;
-    }
-}
-
 static int start_attempt(probe_t *p, char **argv) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -292,12 +276,12 @@ int hvd__ssh_failure_is_permanent(const char *out, size_t len) {
 }
 
 void hvd__ssh_say_failure(int fd, const char *host, const char *out, size_t len) {
-    say(fd, "ssh not successful for host %s:\n%.*s%s%s", host, (int)len, out,
-        len && out[len - 1] != '\n' ? "\n" : "",
-        memmem(out, len, "Permission denied", 17)
-            ? "(horovodrun runs ssh with BatchMode=yes: key authentication must work "
-              "without a prompt, for the user and with -i/-p if given)\n"
-            : "");
+    hvd__say(fd, "ssh not successful for host %s:\n%.*s%s%s", host, (int)len, out,
+             len && out[len - 1] != '\n' ? "\n" : "",
+             memmem(out, len, "Permission denied", 17)
+                 ? "(horovodrun runs ssh with BatchMode=yes: key authentication must work "
+                   "without a prompt, for the user and with -i/-p if given)\n"
+                 : "");
 }
 
 static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline, int verbose,
@@ -313,7 +297,8 @@ static void finish_attempt(probe_t *p, int status, int64_t now, int64_t deadline
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         p->done = p->ok = 1;
         if (verbose)
-            say(out_fd, "ssh to %s: ok (%.2f s)\n", p->host, (double)(now - p->start_ms) / 1e3);
+            hvd__say(out_fd, "ssh to %s: ok (%.2f s)\n", p->host,
+                     (double)(now - p->start_ms) / 1e3);
         return;
     }
     if (p->attempts < HVD_SSH_CHECK_ATTEMPTS &&
@@ -331,7 +316,7 @@ hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const 
     if (count == 0 || (opts && (opts->srun || opts->agent)))
         return HVD_OK;
     if (verbose)
-        say(out_fd, "Checking ssh on all remote hosts.\n");
+        hvd__say(out_fd, "Checking ssh on all remote hosts.\n");
     hvd_ssh_opts_t o = opts ? *opts : (hvd_ssh_opts_t){0};
     o.connect_timeout_s = HVD_SSH_CHECK_CONNECT_S < timeout_s ? HVD_SSH_CHECK_CONNECT_S
                                                               : (timeout_s > 0 ? timeout_s : 1);
@@ -423,7 +408,7 @@ hvd_status_t hvd__ssh_check_hosts(const hvd_ssh_opts_t *opts, const char *const 
                                 "words are above)",
                                 failed);
         else if (verbose)
-            say(out_fd, "SSH was successful into all the remote hosts.\n");
+            hvd__say(out_fd, "SSH was successful into all the remote hosts.\n");
     }
     for (size_t i = 0; probes && i < count; i++) {
         if (probes[i].pid > 0) {

@@ -1,3 +1,7 @@
+/* The worker pool (workers.h): a local worker under its own middleman, remote ones as ranks of a
+ * host session (ssh to --internal-exec, frames read with exec_wire.h). One epoll set holds every
+ * pipe and control socket, tagged with its owner's index, plus the signalfd and a wake eventfd;
+ * RLIMIT_NOFILE is raised to fit them. */
 #include "runner/launch/workers.h"
 
 #include <hvd/hvd.h>
@@ -10,6 +14,7 @@
 #include "runner/launch/exec_wire.h"
 #include "runner/launch/remote_exec.h"
 #include "wire/le.h"
+#include "runner/process/say.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,34 +116,6 @@ struct hvd_workers {
 };
 
 /* ---- messages ------------------------------------------------------------------------------ */
-
-static void write_str(int fd, const char *p, size_t len) {
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(fd, p + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* a closed console is not a reason to stop the job */
-        off += (size_t)w;
-    }
-}
-
-static void vsay(int fd, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void vsay(int fd, const char *fmt, va_list ap) {
-    char buf[2048];
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    if (n >= 0)
-        write_str(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* The launcher's own messages: one write each, so they do not split tagged lines. */
-static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int fd, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsay(fd, fmt, ap);
-    va_end(ap);
-}
 
 /* A growable string for --verbose lines. */
 typedef struct {
@@ -310,7 +287,7 @@ static void print_command(const hvd_workers_t *w, char *const *ssh_argv, const h
     }
     sb_add(&b, "\n", 1);
     if (!b.failed)
-        write_str(w->cfg->out_fd, b.p, b.len);
+        hvd__say_bytes(w->cfg->out_fd, b.p, b.len);
     free(b.p);
 }
 
@@ -573,8 +550,8 @@ static void session_feed(hvd_workers_t *w, session_t *s, const char *data, size_
     while (got == 1 && (got = hvd__exec_reader_next(&s->rx, &f)) == 1)
         on_frame(w, s, &f);
     if (got < 0) {
-        say(w->cfg->err_fd, "horovodrun: stopping the ranks on %s: %s\n", s->host,
-            hvd_last_error());
+        hvd__say(w->cfg->err_fd, "horovodrun: stopping the ranks on %s: %s\n", s->host,
+                 hvd_last_error());
         pipe_close(w, session_pipe(s, 0));
         session_stop(s);
     }
@@ -633,15 +610,15 @@ static void on_signals(hvd_workers_t *w) {
         const char *abbrev = sigabbrev_np(sig);
         if (!w->stopping) {
             w->interrupted = sig;
-            say(w->cfg->err_fd, "horovodrun: received SIG%s, terminating all ranks.\n",
-                abbrev ? abbrev : "?");
+            hvd__say(w->cfg->err_fd, "horovodrun: received SIG%s, terminating all ranks.\n",
+                     abbrev ? abbrev : "?");
             hvd__workers_stop_all(w);
         } else {
             /* asked while ending the job already: no more grace */
             if (!w->interrupted)
                 w->interrupted = sig;
-            say(w->cfg->err_fd, "horovodrun: received SIG%s again, killing all ranks now.\n",
-                abbrev ? abbrev : "?");
+            hvd__say(w->cfg->err_fd, "horovodrun: received SIG%s again, killing all ranks now.\n",
+                     abbrev ? abbrev : "?");
             for (size_t i = 0; i < w->n; i++)
                 if (!w->w[i]->gone)
                     kill_now(w, w->w[i]);
@@ -705,16 +682,16 @@ static void remote_deadlines(hvd_workers_t *w, worker_t *r, int64_t now) {
     if (r->gone)
         return;
     if (r->stopped && !r->proc.kill_sent && now - r->stop_ms >= w->grace_ms + BACKSTOP_MS) {
-        say(w->cfg->err_fd,
-            "horovodrun: rank %d on %s did not end %d ms after being asked to; killing it.\n",
-            r->slot.rank, r->slot.host, w->grace_ms + BACKSTOP_MS);
+        hvd__say(w->cfg->err_fd,
+                 "horovodrun: rank %d on %s did not end %d ms after being asked to; killing it.\n",
+                 r->slot.rank, r->slot.host, w->grace_ms + BACKSTOP_MS);
         kill_now(w, r);
     }
     if (r->proc.kill_sent && now - r->proc.kill_sent >= ABANDON_MS && !r->s->proc.kill_sent) {
-        say(w->cfg->err_fd,
-            "horovodrun: rank %d on %s is still there %d ms after SIGKILL; closing the ssh "
-            "session to %s.\n",
-            r->slot.rank, r->slot.host, ABANDON_MS, r->s->host);
+        hvd__say(w->cfg->err_fd,
+                 "horovodrun: rank %d on %s is still there %d ms after SIGKILL; closing the ssh "
+                 "session to %s.\n",
+                 r->slot.rank, r->slot.host, ABANDON_MS, r->s->host);
         hvd__spawn_kill(&r->s->proc);
     }
 }
@@ -733,10 +710,10 @@ static void session_deadlines(hvd_workers_t *w, session_t *s, int64_t now) {
     if (s->proc.stop_sent && !s->proc.kill_sent && now - s->stop_ms >= w->grace_ms + BACKSTOP_MS)
         hvd__spawn_kill(&s->proc);
     if (s->proc.kill_sent && now - s->proc.kill_sent >= ABANDON_MS) {
-        say(w->cfg->err_fd,
-            "horovodrun: the ssh session to %s (supervisor pid %d) is still there %d ms after "
-            "SIGKILL; giving up on it.\n",
-            s->host, (int)s->proc.pid, ABANDON_MS);
+        hvd__say(w->cfg->err_fd,
+                 "horovodrun: the ssh session to %s (supervisor pid %d) is still there %d ms after "
+                 "SIGKILL; giving up on it.\n",
+                 s->host, (int)s->proc.pid, ABANDON_MS);
         if (!s->proc.reported)
             s->proc.mm_status = SIGKILL;
         session_gone(w, s);
@@ -756,17 +733,17 @@ static void enforce_deadlines(hvd_workers_t *w) {
         }
         if (!r->gone && r->stopped && !r->proc.kill_sent &&
             now - r->stop_ms >= w->grace_ms + BACKSTOP_MS) {
-            say(w->cfg->err_fd,
-                "horovodrun: rank %d (supervisor pid %d) did not end %d ms after being asked "
-                "to; killing it.\n",
-                r->slot.rank, (int)r->proc.pid, w->grace_ms + BACKSTOP_MS);
+            hvd__say(w->cfg->err_fd,
+                     "horovodrun: rank %d (supervisor pid %d) did not end %d ms after being asked "
+                     "to; killing it.\n",
+                     r->slot.rank, (int)r->proc.pid, w->grace_ms + BACKSTOP_MS);
             hvd__spawn_kill(&r->proc);
         }
         if (!r->gone && r->proc.kill_sent && now - r->proc.kill_sent >= ABANDON_MS) {
-            say(w->cfg->err_fd,
-                "horovodrun: rank %d (supervisor pid %d) is still there %d ms after SIGKILL; "
-                "giving up on it.\n",
-                r->slot.rank, (int)r->proc.pid, ABANDON_MS);
+            hvd__say(w->cfg->err_fd,
+                     "horovodrun: rank %d (supervisor pid %d) is still there %d ms after SIGKILL; "
+                     "giving up on it.\n",
+                     r->slot.rank, (int)r->proc.pid, ABANDON_MS);
             if (!r->proc.reported)
                 r->proc.mm_status = SIGKILL;
             mark_gone(w, i);
@@ -1256,20 +1233,20 @@ void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
     int fd = w->cfg->err_fd;
     char what[96];
     hvd__spawn_describe_status(hvd__spawn_status(&r->proc), what, sizeof what);
-    say(fd, "horovodrun: %s was the first to fail: %s.\n", who, what);
+    hvd__say(fd, "horovodrun: %s was the first to fail: %s.\n", who, what);
     if (r->err.tail_count || r->err.tail_cr) {
-        say(fd, "horovodrun: last lines rank %d wrote to stderr:\n", r->slot.rank);
+        hvd__say(fd, "horovodrun: last lines rank %d wrote to stderr:\n", r->slot.rank);
         hvd__output_stream_write_tail(&r->err, fd, "    ");
     } else {
-        say(fd, "horovodrun: rank %d wrote nothing to stderr.\n", r->slot.rank);
+        hvd__say(fd, "horovodrun: rank %d wrote nothing to stderr.\n", r->slot.rank);
     }
     if (r->s && (r->s->err.tail_count || r->s->err.tail_cr)) {
         const hvd_ssh_opts_t *via = w->cfg->ssh;
-        say(fd, "horovodrun: last lines of the %s session to %s:\n",
-            via && via->agent  ? "rsh agent's"
-            : via && via->srun ? "srun"
-                               : "ssh",
-            r->s->host);
+        hvd__say(fd, "horovodrun: last lines of the %s session to %s:\n",
+                 via && via->agent  ? "rsh agent's"
+                 : via && via->srun ? "srun"
+                                    : "ssh",
+                 r->s->host);
         hvd__output_stream_write_tail(&r->s->err, fd, "    ");
     }
 }
@@ -1277,6 +1254,6 @@ void hvd__workers_report(const hvd_workers_t *w, size_t id, const char *who) {
 void hvd__workers_say(const hvd_workers_t *w, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsay(w->cfg->err_fd, fmt, ap);
+    hvd__vsay(w->cfg->err_fd, fmt, ap);
     va_end(ap);
 }
