@@ -1,3 +1,6 @@
+/* Element sizes and names (dtype.h), the public hvd_dtype_size among them, and the IEEE half and
+ * bfloat16 conversions, written with bit operations rather than _Float16 (not every compiler we
+ * build with has it) and rounding to nearest even. */
 #include "collectives/dtype.h"
 
 #include <hvd/hvd.h>

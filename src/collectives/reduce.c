@@ -1,3 +1,6 @@
+/* The reduction kernels (reduce.h): one loop per op and type, stamped out by macros so that each is
+ * a plain loop the vectoriser can take. Half types go through float32 in blocks of 256 elements on
+ * the stack; integer scaling saturates instead of overflowing. */
 #include "collectives/reduce.h"
 
 #include "collectives/dtype.h"

@@ -1,3 +1,5 @@
+/* Monotonic time and deadlines (clock.h). INT64_MAX stands for "no deadline" throughout (its
+ * remaining time reads as INT32_MAX), and sleeps restart after signals. */
 #include "common/clock.h"
 
 #include <errno.h>

@@ -1,3 +1,6 @@
+/* The thread-local last error (error.h) and the public calls that read it: hvd_last_error,
+ * hvd_status_str and hvd_version. Messages are cut at 1 KiB; a wrap keeps its new context and as
+ * much of the cause as fits. */
 #include "common/error.h"
 
 #include <hvd/hvd.h>

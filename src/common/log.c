@@ -1,3 +1,5 @@
+/* The log writer (log.h): each line is formatted in a 2 KiB stack buffer (a longer message is cut,
+ * its newline kept) and sent with a single write() to the descriptor of its level's class. */
 #include "common/log.h"
 
 #include <stdarg.h>

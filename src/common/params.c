@@ -1,3 +1,6 @@
+/* The HOROVOD_* parameter table and its loader (params.h). Every value is checked against its
+ * entry's kind and bounds; booleans read as Horovod's strtol(...) > 0 and also take
+ * true/false/yes/no/on/off, and the secret's string is wiped before it is freed. */
 #include "common/params.h"
 
 #include "common/error.h"

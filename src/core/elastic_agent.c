@@ -1,3 +1,7 @@
+/* The elastic agent's thread (elastic_agent.h). Its state is one static struct under one lock,
+ * which the thread also holds while it interrupts the attached engine, so detach doubles as a
+ * barrier. Each turn sends the heartbeat when due, else long-polls the round's event scope until
+ * the next beat. */
 #include "core/elastic_agent.h"
 
 #include "common/clock.h"

@@ -1,3 +1,6 @@
+/* The process-wide round state and the ready/assign exchange of an elastic hvd_init
+ * (elastic_rendezvous.h). The state is one static struct under a mutex; the exchange runs without
+ * it held, so other threads can read the round while it blocks. */
 #include "core/elastic_rendezvous.h"
 
 #include "common/clock.h"

@@ -1,3 +1,6 @@
+/* Rank and size from an MPI launcher's variables (mpi_env.h). The launchers table is searched in
+ * order, because mpirun inside Slurm also carries Slurm's variables and Slurm's PMI-2 plugin sets
+ * PMI_RANK; under srun the local size is this node's entry of SLURM_STEP_TASKS_PER_NODE. */
 #include "core/mpi_env.h"
 
 #include "common/error.h"

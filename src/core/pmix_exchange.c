@@ -1,3 +1,6 @@
+/* The check-in exchange over PMIx (pmix_exchange.h). libpmix.so.2 is opened with dlopen and its few
+ * entry points looked up by name; it is never closed, since its threads and handlers outlive
+ * PMIx_Finalize. Without HVD_HAVE_PMIX only a stub is built, which names the missing package. */
 #include "core/pmix_exchange.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* HMAC-SHA256, SHA-256 and constant-time comparison (hmac.h) on OpenSSL 3's EVP_MAC and EVP_Digest.
+ * hvd__crypto_init runs one digest so that all of libcrypto's first-use set-up, its atexit
+ * registration included, happens before the caller's own. */
 #include "crypto/hmac.h"
 
 #include <openssl/evp.h>

@@ -1,3 +1,6 @@
+/* The job secret (secret.h): drawn with getrandom, carried as hex, read from a file of at most a
+ * few hundred bytes. Buffers that held it are wiped with explicit_bzero, and no error message
+ * repeats the text it came from. */
 #include "crypto/secret.h"
 
 #include "common/error.h"

@@ -1,3 +1,7 @@
+/* The rendezvous HTTP client (http_client.h) on the deadline-bound calls of os/socket.h. The
+ * response head is read into one HVD_HTTP_MAX_HEAD buffer; the body is allocated only once its
+ * Content-Length is known to be within the caller's limit, or up to that limit when the server
+ * sends none. */
 #include "http/http_client.h"
 
 #include "common/error.h"

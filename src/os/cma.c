@@ -1,3 +1,5 @@
+/* process_vm_readv in a loop (cma.h): a partial read goes on from where it stopped, and a read of
+ * nothing means an unreadable page, reported as EFAULT. */
 #include "os/cma.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* The asymmetric fence of os/fence.h over membarrier(2): registration once per process, and
+ * the heavy side's call. */
 #include "os/fence.h"
 
 #include <pthread.h>

@@ -1,3 +1,6 @@
+/* This host's name, namespaces and core count (hostinfo.h). The /proc/self/ns links are sorted by
+ * name, so the list does not depend on readdir's order and every process in the same namespaces
+ * gets the same text. */
 #include "os/hostinfo.h"
 
 #include "common/error.h"

@@ -1,3 +1,5 @@
+/* This host's IPv4 interfaces from getifaddrs, and the lookups the launcher makes in them
+ * (netif.h). Every 127.x.x.x address counts as local, configured or not. */
 #include "os/netif.h"
 
 #include "common/error.h"

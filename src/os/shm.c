@@ -1,3 +1,6 @@
+/* memfd shared memory (shm.h). Regions are preallocated (fallocate) and mapped with MAP_POPULATE so
+ * the first bytes through a ring do not fault page by page; the seals keep a peer from resizing a
+ * region under a mapping, and map checks them before trusting a handed-over descriptor. */
 #include "os/shm.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* Sockets with deadlines (socket.h): TCP for the control and data planes, abstract unix sockets and
+ * descriptor passing between ranks of one host. Every wait is one poll that also watches this
+ * thread's cancel descriptor, so a stopping thread never stays stuck in a request. */
 #include "os/socket.h"
 
 #include "common/clock.h"

@@ -1,3 +1,7 @@
+/* The middleman and the launcher's handle on it (spawn.h). In order: what is prepared before fork,
+ * async-signal-safe helpers, the command (the grandchild), finding and signalling a rank's tree
+ * through /proc (each signal pinned with a pidfd, so a reused pid is never hit), the middleman's
+ * loop, the launcher's side. */
 #include "os/spawn.h"
 
 #include "common/clock.h"

@@ -1,3 +1,6 @@
+/* Names, formatting and strict parsing of the elastic protocol's keys and values (elastic_msg.h). A
+ * rejected value is quoted in the error made printable (control bytes and non-ASCII as '?'), so a
+ * driver's garbage never reaches a terminal raw. */
 #include "rendezvous/elastic_msg.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* Signing and checking rendezvous requests (kv_auth.h). The replay guard is a ring of recent
+ * (nonce, timestamp) pairs in arrival order, indexed by an open-addressing set keyed on the nonce's
+ * own random bytes; the MAC is checked first, so only authentic requests can fill it. */
 #include "rendezvous/kv_auth.h"
 
 #include "common/error.h"

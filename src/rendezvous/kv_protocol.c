@@ -1,3 +1,5 @@
+/* The store's name rule (kv_protocol.h), in one place for the server, the client and the elastic
+ * keys. */
 #include "rendezvous/kv_protocol.h"
 
 int hvd__kv_name_valid(const char *s, size_t len, int allow_empty) {

@@ -1,3 +1,6 @@
+/* The store client (store_client.h) on http_client.h. Each attempt is signed afresh, so a retry is
+ * never taken for a replay; retries pause 20 ms, doubling up to 640 ms. A held read gives the HTTP
+ * exchange 2 s beyond the wait it asks for. Also the decoders of the scope and count answers. */
 #include "rendezvous/store_client.h"
 
 #include <hvd/hvd.h>

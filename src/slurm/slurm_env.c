@@ -1,3 +1,6 @@
+/* Expanding Slurm's count and host lists (slurm_env.h). Numbers are limited to 9 digits so no
+ * arithmetic on them overflows; a host entry's first bracket group is multiplied out with whatever
+ * follows it, recursively, in one name buffer of HVD_SLURM_NAME_MAX bytes. */
 #include "slurm/slurm_env.h"
 
 #include "common/error.h"

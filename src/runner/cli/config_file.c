@@ -1,3 +1,6 @@
+/* The --config-file walker (config_file.h) on libyaml's document API. The file is read whole,
+ * bounded by HVD_CONFIG_FILE_MAX_BYTES, and read as PyYAML's safe_load would: plain empty, ~ and
+ * null mean unset, and a second document is refused. */
 #include "runner/cli/config_file.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* horovodrun's print-and-exit texts (help.h). Flags are listed from one table in Horovod's
+ * argparse groups; --help-env prints the parameter table of params.h, so it cannot drift from what
+ * is read. */
 #include "runner/cli/help.h"
 
 #include <hvd/hvd.h>

@@ -1,3 +1,7 @@
+/* horovodrun's flags and config file into hvd_settings_t (settings.h). Flags and config keys both
+ * set destinations (one per setting, shared by aliases and --x/--no-x pairs), where the config-file
+ * precedence rule is applied; the values are then validated against the HOROVOD_* bounds and turned
+ * into exports. */
 #include "runner/cli/settings.h"
 
 #include "common/error.h"

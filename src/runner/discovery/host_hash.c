@@ -1,3 +1,6 @@
+/* host_hash (host_hash.h) from os/hostinfo.h's name and namespace list, hashed with SHA-256 where
+ * the reference uses MD5. A namespace list too long for its buffer is used as far as it goes: the
+ * hash stays deterministic. */
 #include "runner/discovery/host_hash.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* Parsing and applying the --network-interface(s) filter (nic_filter.h). Networks are held in host
+ * byte order with their canonical text as the key; duplicates are dropped, and a network with host
+ * bits set is refused with the corrected form suggested. */
 #include "runner/discovery/nic_filter.h"
 
 #include "common/error.h"

@@ -1,3 +1,6 @@
+/* Running the host discovery script (host_discovery.h): each run goes through hvd__capture_shell
+ * (capture.h) and its stdout through hvd__hosts_parse_discovery (hosts.h); the poller keeps the
+ * last good list and hands out copies of it. */
 #include "runner/elastic/host_discovery.h"
 
 #include <hvd/hvd.h>

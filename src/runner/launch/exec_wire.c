@@ -1,3 +1,6 @@
+/* Codecs of the remote-exec wire (layouts in exec_wire.h): the spec, the commands, and a frame
+ * reader that compacts its buffer only on the next feed, so a frame's data stays valid until then.
+ * Decoded environments are wiped when freed: they carry the job secret. */
 #include "runner/launch/exec_wire.h"
 
 #include <hvd/hvd.h>

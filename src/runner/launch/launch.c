@@ -1,3 +1,7 @@
+/* The static launch (launch.h) on workers.h. Ranks start in plan order, a remote host's ranks
+ * grouped into sessions, at most 32 ssh sessions connecting at once. A rank that fails, or exits 0
+ * before hvd_init, has its cause put as the abort key of the check-in scopes, so ranks waiting for
+ * it fail at once. */
 #include "runner/launch/launch.h"
 
 #include <hvd/hvd.h>

@@ -1,3 +1,6 @@
+/* Line splitting, tagging and --output-filename files (output.h). A whole line within one read is
+ * passed on straight from the read buffer; only partial lines are copied, and a buffer grown past
+ * 4 KiB is freed once its line is out, so thousands of idle ranks pin little memory. */
 #include "runner/launch/output.h"
 
 #include "common/clock.h"

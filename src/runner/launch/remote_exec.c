@@ -1,3 +1,7 @@
+/* horovodrun --internal-exec (remote_exec.h): read the spec within 60 s, start each rank under its
+ * middleman, then run one poll loop over stdin, signals and every rank's descriptors. A rank's EXIT
+ * goes out as soon as its status is known, its END once its tree is gone and its pipes drained (2 s
+ * at most). */
 #include "runner/launch/remote_exec.h"
 
 #include <hvd/hvd.h>

@@ -1,3 +1,6 @@
+/* horovodrun --mpi (mpi_run.h), in its three steps: detecting the MPI from `mpirun --version` run
+ * under capture.h's deadline, building the mpirun command line in a growable buffer, and running it
+ * under the relay. */
 #include "runner/mpi/mpi_run.h"
 
 #include <hvd/hvd.h>

@@ -1,3 +1,6 @@
+/* Running a helper under a deadline and capturing its output (capture.h). It is started with
+ * posix_spawn, its process group and clean signal state set by spawn attributes; its exit is found
+ * by polling waitpid at least every 50 ms, so no SIGCHLD handling is needed. */
 #include "runner/process/capture.h"
 
 #include "common/clock.h"

@@ -1,3 +1,5 @@
+/* The environment list (env_list.h): a growable array kept NULL-terminated after every change so it
+ * can go to execve as is; lookups scan it by name. */
 #include "runner/process/env_list.h"
 
 #include "common/error.h"

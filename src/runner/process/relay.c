@@ -1,3 +1,6 @@
+/* The relay (relay.h): one poll loop over the signalfd, the middleman's control socket, the
+ * command's stdout and stderr and, when asked, our stdin. It ends once the middleman is reaped and
+ * both pipes are closed, or 2 s after the reap if something outside the tree still holds them. */
 #include "runner/process/relay.h"
 
 #include "common/clock.h"

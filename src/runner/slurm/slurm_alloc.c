@@ -1,3 +1,6 @@
+/* The allocation's hosts and srun's --jobid (slurm_alloc.h). Nodes given 0 tasks are left out;
+ * squeue runs through capture.h under its deadline, and each job's node list is expanded with
+ * slurm_env.h to find the host. */
 #include "runner/slurm/slurm_alloc.h"
 
 #include "common/error.h"
