@@ -16,38 +16,10 @@
 #include <hvd/types.h>
 
 #include "transport/transport.h"
+#include "wire/sig.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum {
-    HVD_COLL_ALLREDUCE = 1,
-    HVD_COLL_BROADCAST,
-    HVD_COLL_ALLGATHER,
-    HVD_COLL_ALLGATHERV,
-    HVD_COLL_ALLTOALL,
-    HVD_COLL_REDUCESCATTER,
-    HVD_COLL_BARRIER,
-} hvd_coll_t;
-
-#define HVD_SIG_INVALID 1u /* this rank's arguments were rejected locally */
-#define HVD_SIG_ORDERED 2u /* an allreduce summing in rank order (hvd_group_t.ordered) */
-/* An allreduce with a prescale other than 1: ranks that disagree on it would take different
- * paths in the arena (shm_allreduce.c), so they must fail the agreement instead. */
-#define HVD_SIG_PRESCALED 4u
-/* An allreduce in the arena by cross-memory attach (shm_allreduce.c): the ranks of a host
- * decide that each on its own (from whether the host is oversubscribed), so a rank that
- * decided otherwise fails the agreement instead of reading the others' slots wrongly. */
-#define HVD_SIG_CMA 8u
-#define HVD_SIG_LEN 28
-
-typedef struct {
-    uint8_t coll, dtype, op, flags;
-    int32_t root;
-    uint64_t count;
-    uint64_t extra; /* allgatherv: digest of recvcounts */
-    uint32_t seq;
-} hvd_sig_t;
 
 typedef struct hvd_group {
     hvd_transport_t *tp;
@@ -172,10 +144,6 @@ hvd_status_t hvd__group_box_exchange(hvd_group_t *g, size_t len, size_t max, con
                                      size_t *lens, const char *what);
 hvd_status_t hvd__group_box_keep(hvd_group_t *g, const uint8_t **blocks, const size_t *lens);
 
-/* The signature's wire form (HVD_SIG_LEN bytes) and equality, for messages that carry one. */
-void hvd__sig_encode(uint8_t *out, const hvd_sig_t *s);
-void hvd__sig_decode(const uint8_t *in, hvd_sig_t *s);
-int hvd__sig_equal(const hvd_sig_t *a, const hvd_sig_t *b);
 /* HVD_ERR_MISMATCH with the message every rank builds alike from g->sigs (one per rank):
  * the distinct calls and the ranks that made each. */
 hvd_status_t hvd__group_report_mismatch(hvd_group_t *g, const char *what);

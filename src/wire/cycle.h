@@ -6,7 +6,7 @@
  *
  * Encoding (little-endian):
  *   "HC" | version u8 | flags u8 | comm u8 | ext u8 | nwords u32 | payload_len u32 |
- *   reason_len u16 | signature (HVD_SIG_LEN bytes, group.h) |
+ *   reason_len u16 | signature (HVD_SIG_LEN bytes, sig.h) |
  *   hits u64 x nwords | invalid u64 x nwords (only with HVD_CYC_INVALID) |
  *   payload | reason | tune (16 bytes, only with HVD_CYC_TUNE: fusion threshold u64 |
  *   cycle time in us u32 | knobs u32, bit 0 the response cache) |
@@ -17,7 +17,9 @@
 #ifndef HVD_WIRE_CYCLE_H
 #define HVD_WIRE_CYCLE_H
 
-#include "collectives/group.h"
+#include <hvd/types.h>
+
+#include "wire/sig.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,10 +10,61 @@ prints how many files and folders it checked and exits 0."""
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 
 build, source = sys.argv[1], sys.argv[2]
+
+
+def folder_order(section):
+    """The folders of one of ARCHITECTURE.md's tables, bottom to top."""
+    text = open(os.path.join(source, "docs", "ARCHITECTURE.md")).read()
+    body = text.split(section, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)/` \|", body, re.M)
+
+
+lib = folder_order("## libhvd (`src/`, bottom to top)")
+runner = folder_order("## horovodrun (`src/runner/`, bottom to top)")
+if len(lib) < 5 or len(runner) < 5:
+    sys.exit("check_layers: could not read the folder tables of docs/ARCHITECTURE.md")
+
+
+def place(rel):
+    """(0, index) for a libhvd folder, (1, index) for one of src/runner/, None if unlisted."""
+    parts = rel.split("/")
+    if parts[0] == "runner":
+        return (1, runner.index(parts[1])) if len(parts) > 2 and parts[1] in runner else None
+    return (0, lib.index(parts[0])) if len(parts) > 1 and parts[0] in lib else None
+
+
+problems = []
+for top in sorted(os.listdir(os.path.join(source, "src"))):
+    subs = [f"runner/{d}" for d in sorted(os.listdir(os.path.join(source, "src", "runner")))
+            if os.path.isdir(os.path.join(source, "src", "runner", d))] if top == "runner" else [top]
+    for d in subs:
+        if os.path.isdir(os.path.join(source, "src", d)) and place(d + "/x") is None:
+            problems.append(f"src/{d}/ is in no table of docs/ARCHITECTURE.md")
+nfiles = 0
+for path in sorted(glob.glob(f"{source}/src/**/*.[ch]", recursive=True)):
+    rel = os.path.relpath(path, f"{source}/src")
+    me = place(rel)
+    if me is None:
+        continue
+    nfiles += 1
+    for n, line in enumerate(open(path), 1):
+        m = re.match(r'#include "([a-z_]+/[^"]+)"', line)
+        if not m:
+            continue
+        it = place(m.group(1))
+        if it is None:
+            problems.append(f"src/{rel}:{n}: includes {m.group(1)}, of no listed folder")
+        elif me[0] == 0 and it[0] == 1:
+            problems.append(f"src/{rel}:{n}: libhvd includes the launcher's {m.group(1)}")
+        elif me[0] == it[0] and it[1] > me[1]:
+            problems.append(f"src/{rel}:{n}: includes {m.group(1)}, of a folder above its own")
+for p in problems:
+    print(p)
 objs = []
 for target in ("hvd_objs", "hvd_runner", "horovodrun"):
     for o in glob.glob(f"{build}/CMakeFiles/{target}.dir/src/**/*.o", recursive=True):
@@ -81,7 +132,8 @@ for c in circles:
         for b in sorted(edges[a]):
             if b in c:
                 print(f"  {a} -> {b}: {', '.join(sorted(edges[a][b]))}")
-if circles:
+if circles or problems:
     sys.exit(1)
 folders = {os.path.dirname(f) for f in uses}
-print(f"check_layers: {len(uses)} files in {len(folders)} folders, no circle")
+print(f"check_layers: {nfiles} sources' includes follow the folders' order; "
+      f"{len(uses)} files in {len(folders)} folders, no circle")
