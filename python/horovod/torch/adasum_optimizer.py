@@ -13,7 +13,7 @@ import contextlib
 import torch
 
 from horovod.torch.mpi_ops import Adasum, allreduce_async_, synchronize
-from horovod.torch.optimizer import _DistributedOptimizer
+from horovod.torch._optimizer_base import _DistributedOptimizer
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
