@@ -479,7 +479,7 @@ HVD_API hvd_status_t hvd_elastic_check_host_updates(hvd_elastic_state_t *state);
 /* The training function: returns HVD_OK when training is complete, or the status of the call
  * that failed. */
 typedef hvd_status_t (*hvd_elastic_fn)(hvd_elastic_state_t *state, void *arg);
-/* Run fn with the semantics above (reference 7.7). Needs hvd_init done; returns with hvd
+/* Run fn with the semantics above (Horovod's elastic.run). Needs hvd_init done; returns with hvd
  * initialised on HVD_OK (in the latest round) and on errors from fn. HVD_ERR_SHUT_DOWN when
  * hvd is not initialised, or the worker was removed or the job stopped (the message says
  * which); HVD_ERR_TIMEOUT when the driver gave no new place in time; fn's other errors. */

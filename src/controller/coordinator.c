@@ -437,7 +437,7 @@ static void shape_str(const hvd_request_t *r, char *out, size_t n) {
         snprintf(out + k, n - k, "]");
 }
 
-/* The first disagreement between a and b (reference order), or 0. */
+/* The first disagreement between a and b (in Horovod's order), or 0. */
 static int disagree(const hvd_request_t *a, const hvd_request_t *b, char *msg, size_t n) {
     char sa[160], sb[160];
     if (a->dtype != b->dtype) {

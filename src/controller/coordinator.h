@@ -1,9 +1,9 @@
-/* The coordinator's table (reference §8.4, §8.6): rank 0 of a group feeds it every rank's
- * requests, in rank order, cycle after cycle; a name is ready once every rank that has not
- * joined has requested it. Ready names come out in the order they became ready, each as a
- * response for every rank to execute, or as an ERROR response when the ranks disagree
- * (dtype, op, shape, scale factors, reduce op, broadcast root), with the reference's message
- * followed by the two ranks that disagree. JOIN requests count a rank as done for every
+/* The coordinator's table (docs/libhvd.md, "Named asynchronous operations: the core"): rank 0 of a
+ * group feeds it every rank's requests, in rank order, cycle after cycle; a name is ready once
+ * every rank that has not joined has requested it. Ready names come out in the order they became
+ * ready, each as a response for every rank to execute, or as an ERROR response when the ranks
+ * disagree (dtype, op, shape, scale factors, reduce op, broadcast root), with the reference's
+ * message followed by the two ranks that disagree. JOIN requests count a rank as done for every
  * name; when all ranks have joined, a JOIN response (with the last rank to join) follows.
  * A joined rank stands in for itself in the process sets it belongs to as well (it
  * contributes zeros to their allreduces), once the coordinator can tell their members. */

@@ -1,9 +1,10 @@
-/* The response cache of the core (reference §8.5). Once a collective has been negotiated, its
- * request is cached under its name and given a bit; from then on, a rank that has the same
- * request ready only sets that bit in the per-cycle bit vector, and when every rank set it the
- * collective runs without a round trip through the coordinator. A name that comes back with
- * other parameters (shape, dtype, op, ...) is INVALID: its entry must be erased everywhere and
- * the request negotiated again, so a changed tensor is never run with stale parameters.
+/* The response cache of the core (docs/libhvd.md, "Named asynchronous operations: the core"). Once
+ * a collective has been negotiated, its request is cached under its name and given a bit; from then
+ * on, a rank that has the same request ready only sets that bit in the per-cycle bit vector, and
+ * when every rank set it the collective runs without a round trip through the coordinator. A name
+ * that comes back with other parameters (shape, dtype, op, ...) is INVALID: its entry must be
+ * erased everywhere and the request negotiated again, so a changed tensor is never run with stale
+ * parameters.
  *
  * The bit numbering is the contract between ranks: every rank applies the same sequence of
  * put/touch/erase calls (driven by the identical response lists and bit-vector results), and

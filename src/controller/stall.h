@@ -1,7 +1,7 @@
-/* The stall inspector, kept by the coordinator (reference §8.11): it remembers when each
- * name was first reported ready by some rank and which ranks have reported it; a check
- * lists the names that some but not all ranks have submitted for longer than the warning
- * time, and for each missing rank the names it has not submitted. A rank whose oldest
+/* The stall inspector, kept by the coordinator (docs/libhvd.md, "Named asynchronous operations: the
+ * core"): it remembers when each name was first reported ready by some rank and which ranks have
+ * reported it; a check lists the names that some but not all ranks have submitted for longer than
+ * the warning time, and for each missing rank the names it has not submitted. A rank whose oldest
  * missing name is older than the shutdown time (when that is set, and not below the
  * warning time) is marked with "!" and the check asks for a shutdown.
  *

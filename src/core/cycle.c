@@ -1186,7 +1186,7 @@ hvd_status_t hvd__engine_cycle(hvd_engine_t *e, hvd_posted_t *express) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hvd_last_error());
         /* In elastic mode a lost peer is an expected event the run wrapper recovers from
-         * (reference issue #2652: not an error to alarm users with). */
+         * (Horovod issue #2652: not an error to alarm users with). */
         if (e->ctx->elastic && (st == HVD_ERR_PEER_LOST || st == HVD_ERR_TIMEOUT))
             HVD_LOG_W("%s", msg);
         else

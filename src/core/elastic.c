@@ -1,5 +1,5 @@
 /* The public elastic API (hvd.h, "Elastic training"): the training state and the run
- * wrapper that recovers from lost peers and host changes (reference 7.7, 7.8). */
+ * wrapper that recovers from lost peers and host changes, as in Horovod. */
 #include <hvd/hvd.h>
 
 #include "collectives/dtype.h"
@@ -171,7 +171,7 @@ static int recoverable(hvd_status_t st) {
 }
 
 /* Leave the round and join the driver's next one, again and again while a new round fails
- * as it forms (reference issue #2995: recovery must not abort on a second failure); each
+ * as it forms (Horovod issue #2995: recovery must not abort on a second failure); each
  * attempt is bounded by the deadlines of hvd_init. Then the reset callback. */
 static hvd_status_t reinit(hvd_elastic_state_t *s, hvd_elastic_ready_t reason) {
     for (;;) {

@@ -1,4 +1,4 @@
-/* The worker's side of elastic rounds at hvd_init (DESIGN.md, "Elastic mode"): which round
+/* The worker's side of elastic rounds at hvd_init (keys: rendezvous/elastic_msg.h): which round
  * this process is in, and the rank_and_size exchange that moves it to the next one.
  *
  * The first hvd_init of an elastic process joins the round it was started for

@@ -1,6 +1,7 @@
-/* The progress engine of the core (reference §8.2-8.8): named operations enqueued by any
- * thread are negotiated across the ranks in cycles, fused and executed in one agreed order;
- * blocking collectives are posted to the same cycles, so both kinds may be mixed freely.
+/* The progress engine of the core (docs/libhvd.md, "Named asynchronous operations: the core"):
+ * named operations enqueued by any thread are negotiated across the ranks in cycles, fused and
+ * executed in one agreed order; blocking collectives are posted to the same cycles, so both kinds
+ * may be mixed freely.
  *
  * A cycle is one collective step of every rank: each sends every other rank its cycle
  * message (wire/cycle.h: status flags, response-cache hits, its posted blocking call with

@@ -1,6 +1,7 @@
 /* Process sets: subsets of the job's ranks whose members run collectives among themselves
- * (reference §8.9). Each registered set has an id (0 is every rank, never stored here), its
- * members as sorted global ranks, and, on its members, a group over the job's transport.
+ * (Horovod's; include/hvd/hvd.h, "Process sets"). Each registered set has an id (0 is every rank,
+ * never stored here), its members as sorted global ranks, and, on its members, a group over the
+ * job's transport.
  *
  * Their operations go through the same engine and cycles as everything else: a request
  * names its set and the set's size, so the coordinator counts it ready when every member

@@ -1,5 +1,5 @@
 /* Local network interfaces: which IPv4 addresses this host has, and whether a host name
- * given by the user is this host (reference 3.4: a host is local when it resolves to one of
+ * given by the user is this host (as in Horovod, a host is local when it resolves to one of
  * this host's addresses; unresolvable names are remote). */
 #ifndef HVD_OS_NETIF_H
 #define HVD_OS_NETIF_H

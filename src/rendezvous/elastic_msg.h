@@ -1,4 +1,4 @@
-/* The keys and values of elastic mode's driver/worker protocol (DESIGN.md, "Elastic mode"),
+/* The keys and values of elastic mode's driver/worker protocol (docs/running.md, "Elastic jobs"),
  * shared by the elastic driver (src/runner) and the workers (src/core/elastic*.c), so that
  * both sides name and encode every key with one piece of code.
  *

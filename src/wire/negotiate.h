@@ -1,6 +1,6 @@
-/* The negotiation messages of the core (reference §8.3-8.4): every rank sends the
- * coordinator a RequestList of the named operations it has ready, the coordinator answers
- * with a ResponseList of what every rank executes, in that order.
+/* The negotiation messages of the core (docs/libhvd.md, "Named asynchronous operations: the core"):
+ * every rank sends the coordinator a RequestList of the named operations it has ready, the
+ * coordinator answers with a ResponseList of what every rank executes, in that order.
  *
  * Encoding (all integers little-endian, doubles as their IEEE-754 bits):
  *   RequestList  "HVDQ" | version u16 | flags u16 (bit 0: shutdown) | count u32 | requests

@@ -1,8 +1,7 @@
-/* The service wire: request/response RPC between horovodrun's driver service and the task
- * services it starts on every host (NIC discovery, reference section 5), authenticated with
- * the job secret. It replaces the reference's pickled frames (HMAC over the body only, so a
- * recorded frame replays anywhere) with explicit little-endian messages bound to one
- * connection:
+/* The service wire: request/response RPC between horovodrun's driver service and the task services
+ * it starts on every host (NIC discovery, docs/running.md "Across hosts"), authenticated with the
+ * job secret. It replaces the reference's pickled frames (HMAC over the body only, so a recorded
+ * frame replays anywhere) with explicit little-endian messages bound to one connection:
  *
  *   server -> client  CHALLENGE  magic "HVDS" | version u16 | reserved u16 (0) | nonce_s[16]
  *   client -> server  REQUEST    magic "HVDQ" | version u16 | type u16 | seq u32 |

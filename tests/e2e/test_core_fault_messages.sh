@@ -5,8 +5,8 @@
 #      cause to its peers must not be named as the one that "failed first";
 #      - stall shutdown decided by the stall inspector on rank 0,
 #      - rank 1 _exit()ing while the others wait;
-#  (b) the error is logged once where it is decided (DESIGN.md, conventions 5): the stall
-#      inspector's shutdown message appears once in rank 0's stderr.
+#  (b) the error is logged once where it is decided: the stall inspector's shutdown message
+#      appears once in rank 0's stderr.
 source "$(dirname "$0")/lib.sh"
 
 CHECK="$HVD_BUILD_DIR/tests/mrank/async_check"

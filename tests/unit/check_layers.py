@@ -1,6 +1,6 @@
-"""Within each folder of src/, no two files call each other in a circle (DESIGN.md: a file
-uses files below it, never one above; a lower layer calls up only through a function it is
-handed). Read from the built objects' symbols (nm): a file "calls" another when it uses a
+"""Within each folder of src/, no two files call each other in a circle (docs/ARCHITECTURE.md:
+a file uses files below it, never one above; a lower layer calls up only through a function it
+is handed). Read from the built objects' symbols (nm): a file "calls" another when it uses a
 global symbol the other defines.
 
     check_layers.py BUILD_DIR SOURCE_DIR

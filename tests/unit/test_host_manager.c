@@ -1,4 +1,4 @@
-/* The elastic driver's host view (reference 7.3): update flags, assignment order, snapshots,
+/* The elastic driver's host view (host_manager.h): update flags, assignment order, snapshots,
  * blacklist and cooldown. Time and randomness are injected, so nothing sleeps. */
 #include <setjmp.h>
 #include <stdarg.h>

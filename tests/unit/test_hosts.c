@@ -1,4 +1,4 @@
-/* Host strings, hostfiles and the slot plan (reference 2.2 semantics, exactly -np ranks). */
+/* Host strings, hostfiles and the slot plan (Horovod's semantics, exactly -np ranks). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* Output forwarding: the line splitter on its own, then every prefixing case of Horovod's
- * test_run.py (reference 3.5) through a stream, streaming visibility, one write per tagged
- * line, bounded long lines, timestamps from an injected clock, stderr tails, and
- * --output-filename directories and padding. */
+ * test_run.py through a stream, streaming visibility, one write per tagged line, bounded long
+ * lines, timestamps from an injected clock, stderr tails, and --output-filename directories and
+ * padding. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

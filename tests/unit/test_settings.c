@@ -1,5 +1,5 @@
-/* horovodrun's command line: the CLI -> environment cases of Horovod's test_run.py
- * (reference 1.12), every flag of reference 1.1-1.10, argparse behaviours, validation, and
+/* horovodrun's command line: the CLI -> environment cases of Horovod's test_run.py, every flag
+ * of Horovod's launcher (docs/reference.md, "`horovodrun`"), argparse behaviours, validation, and
  * the print-and-exit outputs. The config file has its own test (test_config_file.c). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,7 +112,7 @@ static void expect_invalid(const char *line, const char *needle) {
     hvd__settings_fini(&s);
 }
 
-/* Every row of reference 1.12's table of test_run.py cases. */
+/* Every CLI -> environment case of Horovod's test_run.py. */
 static void test_reference_cases(void **state) {
     (void)state;
     EXPORTS("-np 2 --fusion-threshold-mb 10 --cycle-time-ms 20 --cache-capacity 512 "
@@ -174,7 +174,7 @@ static void test_reference_cases(void **state) {
                    "--fusion-threshold-mb: must be >= 0 (got -1)");
 }
 
-/* The flag -> variable tables of reference 1.3-1.9, beyond the test_run.py rows. */
+/* Horovod's flag -> variable mappings, beyond the test_run.py rows. */
 static void test_flag_exports(void **state) {
     (void)state;
     NO_EXPORTS("-np 1 true"); /* nothing for absent flags */
@@ -212,7 +212,7 @@ static void test_flag_exports(void **state) {
                "--prefix-output-with-timestamp --internal-rsh-agent /x true");
 }
 
-/* Every flag and alias of reference 1.1-1.10 (and hvd's own) is recognised and lands in
+/* Every flag and alias of Horovod's launcher (and hvd's own) is recognised and lands in
  * its field. */
 static void test_every_flag(void **state) {
     (void)state;

@@ -1,4 +1,4 @@
-/* The elastic driver's round registry (reference 7.5): one outcome per worker and round,
+/* The elastic driver's round registry (worker_registry.h): one outcome per worker and round,
  * READY -> FAILURE as the only change, and the decision once every worker has recorded. */
 #include <setjmp.h>
 #include <stdarg.h>

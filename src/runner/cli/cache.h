@@ -1,6 +1,6 @@
-/* The start-up cache (reference 5.6): horovodrun remembers, for an hour, that ssh worked for
- * a host list and what NIC discovery found, so repeated runs with the same parameters skip
- * both checks (--disable-cache turns it off; elastic mode never uses it).
+/* The start-up cache (docs/running.md, "Across hosts"): horovodrun remembers, for an hour,
+ * that ssh worked for a host list and what NIC discovery found, so repeated runs with the same
+ * parameters skip both checks (--disable-cache turns it off; elastic mode never uses it).
  *
  * The file is <dir>/hvd-cache, dir normally ~/.horovod (mode 0700; the file 0600), in our own
  * line format instead of the reference's pickle, which executes code on load:

@@ -1,4 +1,4 @@
-/* --config-file: Horovod's YAML layout (reference 1.11), read with libyaml.
+/* --config-file: Horovod's YAML layout (docs/reference.md, "`horovodrun`"), read with libyaml.
  *
  * The file is a mapping whose values are scalars (`controller: gloo`) or sections, mappings
  * of scalars (`params: {fusion_threshold_mb: 32}`). This module only walks the document and

@@ -100,8 +100,8 @@ static hvd_status_t check_supported(const hvd_settings_t *s) {
     return HVD_OK;
 }
 
-/* The hosts of the plan: each once, in plan order, whether it is another machine (reference
- * 3.4: a host is local when it resolves to one of this machine's addresses; each name is
+/* The hosts of the plan: each once, in plan order, whether it is another machine (as in
+ * Horovod, a host is local when it resolves to one of this machine's addresses; each name is
  * resolved once), the remote ones, and for each slot whether it is remote. */
 typedef struct {
     const char **names;    /* borrowed from the plan */
@@ -349,10 +349,10 @@ static hvd_ssh_opts_t ssh_opts(const hvd_settings_t *s, int via_srun) {
                             .agent = s->rsh_agent};
 }
 
-/* Start-up checks when some hosts are remote (reference 3.1 steps 2-5): ssh into each, then,
- * unless the user named the interfaces, NIC discovery, whose result chooses the data-plane
- * interfaces and the address ranks reach the rendezvous store at. Both results are cached
- * for an hour per parameter set (np, hosts, ssh port and key, interfaces) unless
+/* Start-up checks when some hosts are remote (docs/running.md, "Across hosts"): ssh into each,
+ * then, unless the user named the interfaces, NIC discovery, whose result chooses the
+ * data-plane interfaces and the address ranks reach the rendezvous store at. Both results are
+ * cached for an hour per parameter set (np, hosts, ssh port and key, interfaces) unless
  * --disable-cache; failures never are. Interfaces given by name are used as given, as
  * Horovod does; given as networks (CIDR), discovery runs with them as its filter and each
  * rank finds its own interface in that network (HOROVOD_GLOO_IFACE holds the network).

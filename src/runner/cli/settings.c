@@ -165,7 +165,8 @@ static const option_t options[] = {
     {{"--help-env"}, D_HELP_ENV, K_TRUE, 0, NULL},
 };
 
-/* The config file's keys (reference 1.11). `controller` is handled on its own. */
+/* The config file's keys (Horovod's; docs/reference.md, "`horovodrun`"). `controller` is handled
+ * on its own. */
 static const struct { const char *key; dest_t dest; kind_t kind; } config_keys[] = {
     {"params.fusion_threshold_mb", D_FUSION, K_INT},
     {"params.cycle_time_ms", D_CYCLE, K_FLOAT},
@@ -596,7 +597,7 @@ static hvd_status_t config_visit(const hvd_config_entry_t *e, void *arg) {
         return hvd__error_set(HVD_ERR_INVALID_ARG, "%s: must be a single value, not a %s", who,
                               e->kind == HVD_CONFIG_MAPPING ? "section" : "list");
     if (s->given[d])
-        return HVD_OK; /* a flag anywhere on the command line wins (reference precedence) */
+        return HVD_OK; /* a flag anywhere on the command line wins (Horovod's precedence) */
     if (e->kind == HVD_CONFIG_NULL) {
         /* PyYAML reads an empty value as None, which the reference stores: "not set" */
         s->set[d] = 0;
@@ -734,8 +735,8 @@ static hvd_status_t export_float(hvd_env_list_t *e, const char *name, double v) 
     return hvd__env_list_set(e, name, buf);
 }
 
-/* The variables horovodrun exports (reference 1.3-1.9, config_parser.set_env_from_args), in
- * its order; only for what was set. */
+/* The variables horovodrun exports (Horovod's config_parser.set_env_from_args; docs/reference.md,
+ * "`horovodrun`"), in its order; only for what was set. */
 static hvd_status_t build_exports(const state_t *s, hvd_env_list_t *e) {
     hvd_status_t st = HVD_OK;
 #define TRY(x)                                                                                     \

@@ -1,5 +1,5 @@
-/* horovodrun's command line: every flag of Horovod's launcher (reference section 1), parsed
- * the way argparse does it, merged with --config-file, validated, and turned into the
+/* horovodrun's command line: every flag of Horovod's launcher (docs/reference.md, "`horovodrun`"),
+ * parsed the way argparse does it, merged with --config-file, validated, and turned into the
  * HOROVOD_* variables exported to the workers.
  *
  * Argparse behaviours kept: --opt value and --opt=value; any unambiguous prefix of a --long
@@ -12,7 +12,7 @@
  * combines with the log timestamp flags; --thread-affinity takes a comma list; -np is not
  * needed with --host-discovery-script; values are checked against the bounds the workers
  * accept (the HOROVOD_* table), so a job never starts with a value every rank would reject.
- * Precedence (reference 1.11): a value from --config-file is used only when no flag for the
+ * Precedence (as in Horovod): a value from --config-file is used only when no flag for the
  * same setting appears anywhere on the command line. */
 #ifndef HVD_RUNNER_SETTINGS_H
 #define HVD_RUNNER_SETTINGS_H

@@ -1,5 +1,5 @@
-/* NIC discovery, driver side (reference 5.3): which network interfaces connect all hosts of a
- * job, found by the hosts themselves.
+/* NIC discovery, driver side (docs/running.md, "Across hosts"): which network interfaces
+ * connect all hosts of a job, found by the hosts themselves.
  *
  * The launcher starts the driver service, then one task program per host (horovodrun
  * --internal-task-service, task_service.h), feeding each its input blob on stdin. Task i
@@ -9,7 +9,7 @@
  * are the keys (nic_filter.h: interface names, or CIDRs when the filter names networks)
  * reached on every link of the ring, ordered as on the first host.
  *
- * Differences from the reference, for its users' complaints (reference 11, issue 12 and 14):
+ * Differences from the reference, for complaints of Horovod's users:
  * the wire is authenticated per connection (wire/service.h) and the secret travels on
  * stdin; the filter may name networks; a failure prints the per-host reachability matrix;
  * a timeout names the hosts it still waits for; a dead task process stops the wait at once

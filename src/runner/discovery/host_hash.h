@@ -1,4 +1,4 @@
-/* host_hash (reference 5.4): a name for "this machine, as seen from this set of kernel
+/* host_hash (as in Horovod): a name for "this machine, as seen from this set of kernel
  * namespaces", so the driver can tell which task services share a physical host even when
  * the user wrote the same host under different names, and tell apart containers on one
  * machine that share a host name.

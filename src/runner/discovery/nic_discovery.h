@@ -1,7 +1,7 @@
-/* NIC discovery from the launcher's side (reference 5.3): start the driver service, start
- * the task service on every host of the job (`horovodrun --internal-task-service`, directly
- * on this machine, over ssh elsewhere, its input with the job secret on stdin), wait for the
- * ring probe to finish within --start-timeout, and end the tasks.
+/* NIC discovery from the launcher's side (docs/running.md, "Across hosts"): start the driver
+ * service, start the task service on every host of the job (`horovodrun --internal-task-service`,
+ * directly on this machine, over ssh elsewhere, its input with the job secret on stdin), wait for
+ * the ring probe to finish within --start-timeout, and end the tasks.
  *
  * A task process that dies early (ssh failed, the program is missing on that host) ends the
  * wait at once with that host's name, exit status and last stderr line, instead of a timeout.

@@ -1,9 +1,9 @@
 /* The --network-interface(s) filter of NIC discovery: interface names ("eth0") and/or IPv4
  * networks in CIDR form ("10.77.0.0/24").
  *
- * Matching NICs by name across hosts is fragile (reference 11, issue 12: hosts whose NICs are
- * named differently never find a common one), so a filter may name networks instead. Every
- * address a host advertises gets a key: the text of the first CIDR of the filter that holds
+ * Matching NICs by name across hosts is fragile (a complaint of Horovod's users: hosts whose
+ * NICs are named differently never find a common one), so a filter may name networks instead.
+ * Every address a host advertises gets a key: the text of the first CIDR of the filter that holds
  * it, else its interface name. The ring probe compares keys, and the common set is the
  * intersection of keys, so "10.77.0.0/24" is common to hosts that reach each other on that
  * network whatever their NICs are called. Without a filter every address is kept and keyed by

@@ -1,6 +1,7 @@
-/* NIC discovery, task side: the program horovodrun starts on every host of a job (reference
- * 5.3, task_fn) as `horovodrun --internal-task-service`, with its input blob (discovery_msg.h:
- * secret, index, n, driver addresses and port, nics filter, timeout) on stdin.
+/* NIC discovery, task side: the program horovodrun starts on every host of a job (Horovod's
+ * task_fn; docs/running.md, "Across hosts") as `horovodrun --internal-task-service`, with its
+ * input blob (discovery_msg.h: secret, index, n, driver addresses and port, nics filter, timeout)
+ * on stdin.
  *
  * Task i: starts its own service (answering PINGs as "task service #i"), probes every driver
  * address in parallel and registers with the driver through the first that answered, listing

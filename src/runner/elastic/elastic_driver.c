@@ -1,4 +1,4 @@
-/* The elastic driver; see elastic_driver.h and DESIGN.md for the protocol. */
+/* The elastic driver; see elastic_driver.h, and rendezvous/elastic_msg.h for the protocol. */
 #include "runner/elastic/elastic_driver.h"
 
 #include <hvd/hvd.h>
@@ -375,7 +375,7 @@ static void *discovery_main(void *arg) {
         if (st == HVD_OK)
             st = hvd__host_manager_update(d->hm, list.hosts, list.count, hvd__clock_now_ms(), &res);
         if (st != HVD_OK && !d->discovered_once) {
-            /* the job cannot start without hosts (reference 7.2: the first failure is fatal) */
+            /* the job cannot start without hosts (as in Horovod, the first failure is fatal) */
             d->discovery_status = st;
             snprintf(d->discovery_error, sizeof d->discovery_error, "%s",
                      *error ? error : hvd_last_error());
@@ -410,7 +410,7 @@ static bool is_blacklisted(void *arg, const char *host) {
 
 /* ---- plans --------------------------------------------------------------------------------- */
 
-/* The plan the current hosts give (reference get_host_assignments: every available slot up to
+/* The plan the current hosts give (Horovod's get_host_assignments: every available slot up to
  * max_np); HVD_ERR_NOT_FOUND while fewer than min_np slots are available. */
 static hvd_status_t plan_now(driver_t *d, int min_np, hvd_host_list_t *hosts,
                              hvd_slot_plan_t *plan) {
@@ -445,7 +445,7 @@ static bool same_plan(const hvd_slot_plan_t *a, const hvd_slot_plan_t *b) {
 static void kill_host(driver_t *d, const char *host, const slot_t *except);
 
 /* A worker of the current round failed (its process ended badly, or it went silent): record
- * it, tell the round, blacklist its host and end the other workers there (reference 7.3: a
+ * it, tell the round, blacklist its host and end the other workers there (as in Horovod: a
  * host's failure ends every process on it). */
 static void fail_slot(driver_t *d, slot_t *s, const char *cause) {
     long i = s->reg;
@@ -777,8 +777,8 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
         if (i >= 0 && d->reg.slots[i].state == HVD_WORKER_READY && s->leaving_failure)
             any_failure = true;
     }
-    /* State is synced from rank 0: it must be a survivor (reference: "at least one previous
-     * host survives"). */
+    /* State is synced from rank 0: it must be a survivor (Horovod's rule: "at least one
+     * previous host survives"). */
     if (!first) {
         slot_t *r0 = find_slot(d, plan->slots[0].host, plan->slots[0].local_rank);
         long i = r0 ? r0->reg : -1;
@@ -911,7 +911,7 @@ static hvd_status_t start_round(driver_t *d, hvd_host_list_t *hosts, hvd_slot_pl
     return st;
 }
 
-/* Every worker of the round has an outcome: decide (reference 7.5). */
+/* Every worker of the round has an outcome: decide (Horovod's rules, worker_registry.h). */
 static hvd_status_t end_round(driver_t *d) {
     hvd_round_outcome_t o = hvd__registry_outcome(&d->reg, is_blacklisted, d);
     switch (o) {

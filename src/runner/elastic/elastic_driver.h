@@ -1,8 +1,9 @@
-/* horovodrun's elastic mode (reference 7): discover hosts, start workers on their slots, and
- * carry the job from one world ("round") to the next when workers fail or hosts come and go.
+/* horovodrun's elastic mode (docs/running.md, "Elastic jobs"): discover hosts, start workers on
+ * their slots, and carry the job from one world ("round") to the next when workers fail or hosts
+ * come and go.
  *
  * The driver talks to workers only through the job's authenticated rendezvous store, with the
- * keys of DESIGN.md "Elastic mode: the driver/worker protocol". In short:
+ * keys of rendezvous/elastic_msg.h. In short:
  *  - it starts a worker per slot of round R with HOROVOD_ELASTIC=1 and HOROVOD_ELASTIC_ROUND=R;
  *  - every worker ends round R exactly once (worker_registry.h): READY (it re-initialises:
  *    a ready record in the store), SUCCESS (exit 0) or FAILURE (exit != 0, or declared dead:
@@ -28,7 +29,7 @@
 #include "runner/hosts/hosts.h"
 #include "runner/launch/workers.h"
 
-/* How often discovery runs (reference: DISCOVER_HOSTS_FREQUENCY_SECS). */
+/* How often discovery runs (Horovod's DISCOVER_HOSTS_FREQUENCY_SECS). */
 #define HVD_ELASTIC_DISCOVERY_INTERVAL_MS 1000
 /* A discovered host that did not answer ssh is tried again after this long. */
 #define HVD_ELASTIC_SSH_RETRY_MS 10000

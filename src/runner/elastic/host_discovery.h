@@ -1,5 +1,5 @@
-/* Elastic mode's host discovery script (reference 7.2): run the user's script, read
- * `host` or `host:slots` per line from its stdout, and keep the last good answer.
+/* Elastic mode's host discovery script (docs/running.md, "Elastic jobs"): run the user's
+ * script, read `host` or `host:slots` per line from its stdout, and keep the last good answer.
  *
  * Where the reference waits forever and trusts the output, this bounds both: every run has a
  * deadline (its whole process group is killed after it) and an output cap, and malformed lines

@@ -1,5 +1,5 @@
-/* The elastic driver's view of the hosts (reference 7.3): which discovered hosts may run
- * workers, in which order ranks are assigned to them, and which are blacklisted.
+/* The elastic driver's view of the hosts (docs/running.md, "Elastic jobs"): which discovered
+ * hosts may run workers, in which order ranks are assigned to them, and which are blacklisted.
  *
  * Why it exists: each discovery poll gives a host -> slots map; the driver needs to know
  * whether that changed in a way workers must hear about (a host removed, added, or both), and
@@ -8,7 +8,7 @@
  * the life of the job or, with a cooldown range, for an exponentially growing period after
  * which they come back if discovery still lists them.
  *
- * Decisions where the reference is accidental (reference 7.3, 11.1):
+ * Decisions where the reference is accidental:
  *  - Newly available hosts are appended in discovery order, not in set iteration order, so
  *    the assignment is deterministic.
  *  - A blacklisted host leaves the assignment order at once; when its cooldown ends it

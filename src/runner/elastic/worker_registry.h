@@ -1,5 +1,5 @@
-/* The elastic driver's record of how each worker of a round ended it (reference 7.5), and the
- * decision that follows once every worker has.
+/* The elastic driver's record of how each worker of a round ended it, and the decision that
+ * follows once every worker has (Horovod's rules; docs/running.md, "Elastic jobs").
  *
  * A round is one world: the workers of one slot plan. Each records exactly one outcome:
  * READY (it re-initialises and waits for the next round: a survivor), SUCCESS (its process
@@ -36,7 +36,7 @@ typedef struct {
     size_t count, recorded;
 } hvd_worker_registry_t;
 
-/* What the driver does once every worker has recorded (reference 7.5, in this order). */
+/* What the driver does once every worker has recorded (Horovod's rules, in this order). */
 typedef enum {
     HVD_ROUND_STOP_SUCCESS,     /* a worker succeeded: the job is complete */
     HVD_ROUND_STOP_ALL_FAILED,  /* every worker failed */

@@ -1,6 +1,6 @@
 /* Hosts (-H, --hostfile) and the slot plan.
  *
- * Decisions where the reference is silent or accidental (reference 2.1, 2.2, 11.1):
+ * Decisions where the reference is silent or accidental:
  *  - A host name is [A-Za-z0-9_.-]+ (the reference's [\w.-]+ restricted to ASCII), which
  *    admits IPv4 literals but not IPv6 literals or user@host.
  *  - A duplicated host is an error: the reference keeps both entries, restarts local_rank at

@@ -2,8 +2,8 @@
  *
  * A host list comes from `-H host:slots,...` or a hostfile (`host slots=N` lines, blank lines
  * and `#` comments allowed). The slot plan assigns exactly num_proc ranks with Horovod's
- * semantics (reference section 2.2): walk hosts in order, local ranks 0..slots-1 on each;
- * cross_rank is the host's index among hosts that have that local rank; local_size is the
+ * semantics (docs/reference.md, "`horovodrun`"): walk hosts in order, local ranks 0..slots-1 on
+ * each; cross_rank is the host's index among hosts that have that local rank; local_size is the
  * number of ranks on the host; cross_size the number of hosts having that local rank. */
 #ifndef HVD_RUNNER_HOSTS_H
 #define HVD_RUNNER_HOSTS_H
@@ -45,11 +45,11 @@ hvd_status_t hvd__hosts_parse(const char *text, hvd_host_list_t *list_p);
 /* Parse a hostfile. Errors name the file, the line number and the line. */
 hvd_status_t hvd__hosts_parse_file(const char *path, hvd_host_list_t *list_p);
 
-/* Parse a host discovery script's output (elastic mode, reference 7.2): one host per line,
- * "host" (default_slots slots; < 1 means none was given, which is then an error) or
- * "host:slots" with slots >= 1; blank lines and surrounding spaces are ignored; no output
- * is a valid empty list ("no hosts yet"). Errors (HVD_ERR_INVALID_ARG) name the line number
- * and the line. */
+/* Parse a host discovery script's output (elastic mode, docs/running.md, "Elastic jobs"):
+ * one host per line, "host" (default_slots slots; < 1 means none was given, which is then an
+ * error) or "host:slots" with slots >= 1; blank lines and surrounding spaces are ignored; no
+ * output is a valid empty list ("no hosts yet"). Errors (HVD_ERR_INVALID_ARG) name the line
+ * number and the line. */
 hvd_status_t hvd__hosts_parse_discovery(const char *text, size_t len, int default_slots,
                                         hvd_host_list_t *list_p);
 

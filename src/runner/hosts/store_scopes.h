@@ -1,6 +1,7 @@
 /* The rendezvous store's predefined scopes for a slot plan: global, local_<host> and
  * cross_<local_rank>, sized from the plan so that "finished" DELETEs can clear them
- * (reference 4.2). The launcher declares them once; the elastic driver at every round. */
+ * (rendezvous/kv_protocol.h). The launcher declares them once; the elastic driver at every
+ * round. */
 #ifndef HVD_RUNNER_STORE_SCOPES_H
 #define HVD_RUNNER_STORE_SCOPES_H
 #include <hvd/types.h>

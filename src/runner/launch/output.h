@@ -1,4 +1,5 @@
-/* Forwarding of rank output: bytes in, tagged whole lines out (reference 3.5).
+/* Forwarding of rank output: bytes in, tagged whole lines out (the format: docs/reference.md,
+ * "`horovodrun`", Output).
  *
  * Lines end at '\n' or '\r' (progress bars), the terminator kept; a partial line waits for
  * its end, or for EOF (then it is written without adding a newline). A line longer than the
