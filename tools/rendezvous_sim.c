@@ -30,7 +30,7 @@
 #include "os/socket.h"
 #include "rendezvous/kv_auth.h"
 #include "rendezvous/kv_protocol.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
 #include "runner/hosts/hosts.h"
 #include "runner/hosts/store_scopes.h"

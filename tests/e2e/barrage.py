@@ -130,7 +130,7 @@ def data_requests():
 
 
 def service_requests():
-    """Bad requests for the driver and task services (src/wire/service.h): noise, a wrong
+    """Bad requests for the driver and task services (src/runner/service/service.h): noise, a wrong
     magic or version, a length over the limit, truncated heads, and well-formed requests whose
     MAC was made without the secret (unsigned, forged, out of sequence)."""
     def request(magic=b"HVDQ", version=1, rtype=16, seq=0, length=4, mac=None, body=b"AAAA"):

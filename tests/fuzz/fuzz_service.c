@@ -7,7 +7,7 @@
  * The first byte picks the decoder, so seeds of every kind share one corpus. */
 #include "runner/discovery/discovery.h"
 #include "runner/discovery/discovery_msg.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <stdint.h>
 #include <stdlib.h>

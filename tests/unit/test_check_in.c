@@ -21,7 +21,7 @@
 #include "core/context.h"
 #include "os/hostinfo.h"
 #include "rendezvous/kv_protocol.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
 #include "runner/hosts/hosts.h"
 #include "runner/hosts/store_scopes.h"

@@ -24,7 +24,7 @@
 #include "runner/discovery/host_hash.h"
 #include "runner/discovery/nic_filter.h"
 #include "runner/discovery/task_service.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -36,7 +36,7 @@
 #include "common/params.h"
 #include "crypto/secret.h"
 #include "rendezvous/elastic_msg.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -28,7 +28,7 @@
 #include "common/clock.h"
 #include "rendezvous/kv_auth.h"
 #include "rendezvous/kv_protocol.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "rendezvous/store_client.h"
 
 #include <arpa/inet.h>

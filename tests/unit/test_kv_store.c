@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "rendezvous/kv_protocol.h"
-#include "rendezvous/kv_store.h"
+#include "runner/rendezvous/kv_store.h"
 #include "rendezvous/store_client.h"
 
 #include <pthread.h>

@@ -9,7 +9,7 @@
 
 #include <hvd/hvd.h>
 
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
 #include "runner/hosts/hosts.h"
 #include "runner/hosts/store_scopes.h"

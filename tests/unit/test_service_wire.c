@@ -1,9 +1,9 @@
-/* The service wire (wire/service.h): codecs round-trip; a wrong secret, a changed byte, an
- * unknown version, non-zero reserved bytes, an oversize length and truncated input are
- * refused; a live server rejects (and logs, naming the peer and the reason) a request
- * replayed on another connection or on its own, an oversize length before reading a body,
- * and a connection over its limit; it goes on serving afterwards and stops promptly with
- * idle connections open. The body decoder never reads past its end. */
+/* The service wire (runner/service/service.h): codecs round-trip; a wrong secret, a changed byte,
+ * an unknown version, non-zero reserved bytes, an oversize length and truncated input are refused;
+ * a live server rejects (and logs, naming the peer and the reason) a request replayed on another
+ * connection or on its own, an oversize length before reading a body, and a connection over its
+ * limit; it goes on serving afterwards and stops promptly with idle connections open. The body
+ * decoder never reads past its end. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +19,7 @@
 #include "common/log.h"
 #include "os/socket.h"
 #include "wire/le.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <fcntl.h>
 #include <stdio.h>

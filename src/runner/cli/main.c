@@ -9,7 +9,7 @@
 #include "os/netif.h"
 #include "os/socket.h"
 #include "os/spawn.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "rendezvous/rank_plan.h"
 #include "runner/cli/help.h"
 #include "runner/hosts/hosts.h"

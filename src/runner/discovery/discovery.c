@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "crypto/secret.h"
 #include "common/log.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

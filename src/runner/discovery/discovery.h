@@ -10,7 +10,7 @@
  * reached on every link of the ring, ordered as on the first host.
  *
  * Differences from the reference, for complaints of Horovod's users:
- * the wire is authenticated per connection (wire/service.h) and the secret travels on
+ * the wire is authenticated per connection (runner/service/service.h) and the secret travels on
  * stdin; the filter may name networks; a failure prints the per-host reachability matrix;
  * a timeout names the hosts it still waits for; a dead task process stops the wait at once
  * (check callback); the driver also picks the address every task reached it on, for the

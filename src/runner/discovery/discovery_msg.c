@@ -3,7 +3,7 @@
 
 #include "common/error.h"
 #include "wire/le.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* The messages of NIC discovery (driver service <-> task services), carried as bodies of
- * the service wire (wire/service.h), and the start-up blob the launcher feeds to each task
- * program on its standard input.
+ * the service wire (runner/service/service.h), and the start-up blob the launcher feeds to each
+ * task program on its standard input.
  *
  *   REGISTER   task -> driver  index u32 | host str | host_hash str | task port u16 |
  *                              addrs (the task host's filtered (iface, ipv4) list) |

@@ -11,7 +11,7 @@
 #include "runner/discovery/host_hash.h"
 #include "runner/discovery/nic_filter.h"
 #include "runner/launch/remote_exec.h"
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 #include "common/hash.h"
 #include "os/spawn.h"
 #include "rendezvous/elastic_msg.h"
-#include "rendezvous/kv_store.h"
+#include "runner/rendezvous/kv_store.h"
 #include "runner/elastic/host_manager.h"
 #include "runner/launch/stopped_ranks.h"
 #include "runner/hosts/store_scopes.h"

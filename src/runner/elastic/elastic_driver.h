@@ -24,7 +24,7 @@
 #define HVD_RUNNER_ELASTIC_DRIVER_H
 #include <hvd/types.h>
 #include "os/netif.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "runner/elastic/host_discovery.h"
 #include "runner/hosts/hosts.h"
 #include "runner/launch/workers.h"

@@ -5,7 +5,7 @@
 #ifndef HVD_RUNNER_STORE_SCOPES_H
 #define HVD_RUNNER_STORE_SCOPES_H
 #include <hvd/types.h>
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "runner/hosts/hosts.h"
 
 /* Clear the store and declare the plan's scopes (hvd__kv_server_reset); with plan_key, also

@@ -10,8 +10,8 @@
 #include "common/error.h"
 #include "os/spawn.h"
 #include "rendezvous/kv_protocol.h"
-#include "rendezvous/kv_store.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_store.h"
+#include "runner/rendezvous/kv_server.h"
 #include "runner/launch/stopped_ranks.h"
 #include "runner/launch/workers.h"
 

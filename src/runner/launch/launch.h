@@ -7,7 +7,7 @@
 #include <hvd/types.h>
 
 #include "crypto/secret.h"
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 #include "runner/process/env_list.h"
 #include "runner/hosts/hosts.h"
 #include "runner/launch/ssh.h"

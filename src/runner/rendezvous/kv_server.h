@@ -13,13 +13,13 @@
  * (400), then the operation. Resources are bounded: connections (max_connections), header
  * bytes per connection, seconds to send a request, and the bytes of request bodies buffered at
  * once (over that budget a PUT is answered 503 and the client retries). */
-#ifndef HVD_RENDEZVOUS_KV_SERVER_H
-#define HVD_RENDEZVOUS_KV_SERVER_H
+#ifndef HVD_RUNNER_RENDEZVOUS_KV_SERVER_H
+#define HVD_RUNNER_RENDEZVOUS_KV_SERVER_H
 
 #include <hvd/types.h>
 
 #include "crypto/secret.h"
-#include "rendezvous/kv_store.h"
+#include "runner/rendezvous/kv_store.h"
 
 #include <stddef.h>
 

@@ -13,8 +13,8 @@
  * Thread safety: every function may be called from any thread; one mutex guards the store.
  * Every change bumps a version counter; PUTs and resets also call the notify callback and wake
  * hvd__kv_store_wait, which is how the HTTP server releases its held requests. */
-#ifndef HVD_RENDEZVOUS_KV_STORE_H
-#define HVD_RENDEZVOUS_KV_STORE_H
+#ifndef HVD_RUNNER_RENDEZVOUS_KV_STORE_H
+#define HVD_RUNNER_RENDEZVOUS_KV_STORE_H
 
 #include <hvd/types.h>
 

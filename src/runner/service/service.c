@@ -1,5 +1,5 @@
 /* Codecs of the service wire (layouts in service.h); the socket side is service_io.c. */
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include "common/error.h"
 #include "crypto/hmac.h"

@@ -1,7 +1,7 @@
 /* The store's data (kv_store.h): reference-counted blobs, intrusive chained hash tables of scopes
  * and of each scope's keys (seeded FNV-1a), and per scope a cached sorted key list and snapshot,
  * dropped when the scope changes. */
-#include "rendezvous/kv_store.h"
+#include "runner/rendezvous/kv_store.h"
 
 #include "common/clock.h"
 #include "common/error.h"

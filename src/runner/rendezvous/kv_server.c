@@ -1,7 +1,7 @@
 /* The store's HTTP server on libmicrohttpd (kv_server.h). Held requests sit in hash buckets (by
  * scope and key, or by scope) so that a store change releases exactly those it satisfies, and in a
  * deadline heap for the one timer thread, which also releases requests whose client hung up. */
-#include "rendezvous/kv_server.h"
+#include "runner/rendezvous/kv_server.h"
 
 #include <hvd/hvd.h>
 

@@ -2,7 +2,7 @@
  * server. The server runs one accept thread and one thread per connection, at most
  * max_connections of them; stop wakes the accept thread through a pipe and every connection
  * thread by shutting its socket down, then joins them all. */
-#include "wire/service.h"
+#include "runner/service/service.h"
 
 #include <hvd/hvd.h>
 

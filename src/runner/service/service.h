@@ -25,8 +25,8 @@
  * The same module carries the socket side: a client that connects with a deadline, and a
  * threaded server (bounded concurrent connections, an idle deadline per connection, prompt
  * stop) that answers PING itself and hands every other authenticated request to a handler. */
-#ifndef HVD_WIRE_SERVICE_H
-#define HVD_WIRE_SERVICE_H
+#ifndef HVD_RUNNER_SERVICE_SERVICE_H
+#define HVD_RUNNER_SERVICE_SERVICE_H
 
 #include <hvd/types.h>
 
