@@ -87,9 +87,10 @@ static hvd_status_t sliced(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
  * the owner's buffer, reduces it into its own output, and then reads every other slice of
  * the result straight from its owner's output. A rank moves about 3/2 of the vector through
  * memory where the sliced path moves 5 (np 2). Measured on 2 cores at np 2: 8 MiB 3.4 -> 1.8
- * ms, 16 MiB 6.0 -> 4.4 ms; below 1 MiB the system calls and page walks cost more than the
- * copies saved. With more ranks than cores it was twice as slow (np 4: 16 MiB 7.0 -> 12.5
- * ms), so an oversubscribed host (a->yield) keeps the slices. */
+ * ms, 16 MiB 6.0 -> 4.4 ms; at 1 MiB the two were within the runs' noise (a system call and a
+ * page walk per 64 KiB piece stand against the copies saved). With more ranks than cores it
+ * was twice as slow (np 4: 16 MiB 7.0 -> 12.5 ms), so an oversubscribed host (a->yield) keeps
+ * the slices. */
 #define CMA_MIN_BYTES ((size_t)1 << 20)
 /* A slice is read from each peer this many bytes at a time (a system call each): the pieces of
  * every peer stay in the L2 cache while they are reduced. */
