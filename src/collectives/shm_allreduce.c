@@ -7,6 +7,7 @@
 #include "collectives/reduce.h"
 #include "collectives/shm_coll.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "os/cma.h"
 
 #include <errno.h>
@@ -82,15 +83,17 @@ static hvd_status_t sliced(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
     return HVD_OK;
 }
 
-/* Large allreduces of a group whose ranks may read each other's memory (g->cma_pids) skip
- * the arena's copies: each rank reads its slice of every other rank's input straight from
- * the owner's buffer, reduces it into its own output, and then reads every other slice of
- * the result straight from its owner's output. A rank moves about 3/2 of the vector through
- * memory where the sliced path moves 5 (np 2). Measured on 2 cores at np 2: 8 MiB 3.4 -> 1.8
- * ms, 16 MiB 6.0 -> 4.4 ms; at 1 MiB the two were within the runs' noise (a system call and a
- * page walk per 64 KiB piece stand against the copies saved). With more ranks than cores it
- * was twice as slow (np 4: 16 MiB 7.0 -> 12.5 ms), so an oversubscribed host (a->yield) keeps
- * the slices. */
+/* Large allreduces of a group whose ranks may read each other's memory (g->cma_pids: with
+ * HVD_CMA=1, off by default, as for the allgather) skip the arena's copies: each rank reads
+ * its slice of every other rank's input straight from the owner's buffer, reduces it into its
+ * own output, and then reads every other slice of the result straight from its owner's
+ * output. A rank moves about 3/2 of the vector through memory where the sliced path moves 5
+ * (np 2), but the kernel pins every page it reads. Measured on this project's 2-core VM
+ * (np 2, out of place), one session: 8 MiB 3.4 -> 1.8 ms, 16 MiB 6.0 -> 4.4 ms; later the same
+ * day, 4-64 MiB 1.3-1.9x slower than the slices (64 MiB in place 21-23 against 11-13 ms): the
+ * VM's page pinning varies more than its copies, which is why HVD_CMA stays off. With more
+ * ranks than cores it was twice as slow (np 4: 16 MiB 7.0 -> 12.5 ms), so an oversubscribed
+ * host (a->yield) keeps the slices whatever HVD_CMA says. */
 #define CMA_MIN_BYTES ((size_t)1 << 20)
 /* A slice is read from each peer this many bytes at a time (a system call each): the pieces of
  * every peer stay in the L2 cache while they are reduced. */
@@ -153,6 +156,10 @@ static hvd_status_t by_cma(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
                            hvd_reduce_op_t op, double postscale, const char *what) {
     int p = g->size, me = g->rank;
     size_t esize = hvd__dtype_size(dtype);
+    static int said; /* (once a process: e2e.shm looks for it) */
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        HVD_LOG_D("%s: reading the host's ranks' buffers in place (HVD_CMA=1, from %zu bytes)",
+                  what, (size_t)CMA_MIN_BYTES);
     uint64_t mine[2] = {(uint64_t)(uintptr_t)send, (uint64_t)(uintptr_t)recv};
     memcpy(hvd__arena_data(a, a->self), mine, sizeof mine);
     sig->flags |= HVD_SIG_CMA;

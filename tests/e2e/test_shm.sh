@@ -3,7 +3,8 @@
 # abstract unix socket), and HVD_SHM=0 sends everything over loopback TCP:
 #  (a) the conformance check passes both ways (the first with HVD_CMA=1; large reducescatters,
 #      which take the arena from 8 MiB, checked too), and the debug log shows which path
-#      every connection took;
+#      every connection took; with HVD_CMA=1 at np 2 the allreduces from 1 MiB read each
+#      other's buffers in place (the log says so) and the check passes;
 #  (b) after every process of a job is SIGKILLed mid-run, nothing is left behind: no hvd
 #      entry in /dev/shm and none of its shared objects' names in /tmp (the memory is a memfd
 #      and the sockets are abstract, so there is nothing to leave);
@@ -20,6 +21,19 @@ CHECK="$HVD_BUILD_DIR/tests/mrank/collectives_check"
 [[ -x $CHECK ]] || fail "$CHECK not built"
 
 # ---- (a) both paths ------------------------------------------------------------------------
+# with HVD_CMA=1 and no more ranks than cores, allreduces from 1 MiB read the other ranks'
+# buffers in place (shm_allreduce.c): two ranks, every allreduce of the check and its 1.2 MB
+# ones in and out of place, and a prescale that differs between ranks refused, not misread
+if (($(nproc) >= 2)); then
+  HVD_CMA=1 HOROVOD_LOG_LEVEL=debug run_hvd -np 2 "$CHECK" --quick --colls allreduce,ex,mismatch
+  expect_eq "allreduces reading each other's buffers: exit" 0 "$RC"
+  expect_contains "allreduces reading each other's buffers: checked" "$(cat "$TMP/out")" \
+    " 0 failed on rank 0, 0 on all ranks"
+  if (($(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0) == 0)); then
+    expect_eq "ranks whose allreduce read the others' buffers" 2 \
+      "$(grep -c "reading the host's ranks' buffers in place" "$TMP/out" || true)"
+  fi
+fi
 # (with HVD_CMA=1: large allgather blocks read from each other's memory where the system
 # allows it, which it does for processes of one user without Yama's ptrace restrictions)
 HVD_CMA=1 HOROVOD_LOG_LEVEL=debug run_hvd -np 3 "$CHECK" --quick
