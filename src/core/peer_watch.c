@@ -32,16 +32,16 @@ int hvd__peer_watch_progressing(void *arg, int rank) {
         w->pid = watchable_pid(c, rank);
         w->looked = 1;
     }
-    hvd_proc_activity_t a;
-    if (w->pid <= 0 || hvd__proc_activity(w->pid, &a) != 0)
+    if (w->pid <= 0)
         return 0;
-    int ran = w->looked == 2 && a.run_ns > w->run_ns;
-    w->run_ns = a.run_ns;
+    int runs = hvd__proc_still_runs(w->pid, &w->run_ns, w->looked == 2);
+    if (runs < 0)
+        return 0;
     w->looked = 2;
-    if (a.stopped || !(a.runnable || ran))
+    if (!runs)
         return 0;
     HVD_LOG_D("rank %d: rank %d (pid %ld) has sent nothing for a timeout but still runs (%s); "
               "waiting on",
-              c->params.rank, rank, w->pid, a.runnable ? "waiting for a core" : "it ran since");
+              c->params.rank, rank, w->pid, runs == 2 ? "waiting for a core" : "it ran since");
     return 1;
 }

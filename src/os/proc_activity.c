@@ -69,3 +69,14 @@ unsigned long hvd__proc_pid_ns(void) {
     struct stat st;
     return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
+
+int hvd__proc_still_runs(long pid, uint64_t *run_ns, int have_last) {
+    hvd_proc_activity_t a;
+    if (pid <= 0 || hvd__proc_activity(pid, &a) != 0)
+        return -1;
+    int ran = have_last && a.run_ns > *run_ns;
+    *run_ns = a.run_ns;
+    if (a.stopped)
+        return 0;
+    return a.runnable ? 2 : ran;
+}

@@ -17,6 +17,13 @@ typedef struct {
 /* Fill *a for process pid. -1 when it is gone, a zombie, or cannot be read. */
 int hvd__proc_activity(long pid, hvd_proc_activity_t *a);
 
+/* Whether process pid still runs, judged from two readings: 2 when a thread of it waits for a
+ * core, 1 when its threads ran since *run_ns (the last reading; have_last 0: none yet), 0
+ * when it is stopped or did not run since, -1 when it is gone or cannot be read (*run_ns is
+ * then left as it was). Otherwise *run_ns takes this reading. The one judgement of a silent peer's
+ * waits and of a connection that has not yet authenticated. */
+int hvd__proc_still_runs(long pid, uint64_t *run_ns, int have_last);
+
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when unknown: a pid a
  * peer reports names the same process here only when both say the same namespace (and the
  * same machine). */

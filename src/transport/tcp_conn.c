@@ -49,9 +49,7 @@ static void accept_on(tcp_t *t, int lfd, int is_unix) {
                 snprintf(pd->from, sizeof pd->from, "this host's unix socket (pid %ld)", pd->pid);
             else
                 snprintf(pd->from, sizeof pd->from, "this host's unix socket");
-            hvd_proc_activity_t a;
-            if (pd->pid > 0 && hvd__proc_activity(pd->pid, &a) == 0)
-                pd->run_ns = a.run_ns;
+            (void)hvd__proc_still_runs(pd->pid, &pd->run_ns, 0); /* the first reading */
         } else {
             const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
             char ip[16] = "?";
@@ -89,12 +87,7 @@ void hvd__tcpx_accept_all(tcp_t *t) {
  * CHALLENGE; it gets another handshake_ms, a stopped or idle one is dropped. (Strangers
  * that keep running cannot crowd peers out: the oldest pending connection makes room.) */
 static int connector_runs(pending_t *pd) {
-    hvd_proc_activity_t a;
-    if (!pd->is_unix || pd->pid <= 0 || hvd__proc_activity(pd->pid, &a) != 0)
-        return 0;
-    int ran = a.run_ns > pd->run_ns;
-    pd->run_ns = a.run_ns;
-    return !a.stopped && (a.runnable || ran);
+    return pd->is_unix && hvd__proc_still_runs(pd->pid, &pd->run_ns, 1) > 0;
 }
 
 /* Step every accepted connection's handshake. Returns 1 if anything happened. */
