@@ -10,6 +10,18 @@
  * call and the page walk cost more than two memcpys of a small block). */
 #define CMA_MIN_BYTES (256 * 1024)
 
+hvd_status_t hvd__shm_cma_read(hvd_group_t *g, int r, uint64_t addr, void *dst, size_t len,
+                               const char *what) {
+    int err = hvd__cma_read((pid_t)g->cma_pids[r], addr, dst, len);
+    if (err == ESRCH)
+        return hvd__error_set(HVD_ERR_PEER_LOST, "%s: rank %d (pid %ld) is gone", what,
+                              hvd__group_peer(g, r), g->cma_pids[r]);
+    if (err)
+        return hvd__error_set(HVD_ERR_IO, "%s: reading rank %d's memory (pid %ld): %s", what,
+                              hvd__group_peer(g, r), g->cma_pids[r], strerror(err));
+    return HVD_OK;
+}
+
 /* Every rank publishes where its block is, reads every other block straight from its owner
  * into place, and a second step keeps each block where it is until every rank has read it. */
 static hvd_status_t by_cma(hvd_group_t *g, hvd_arena_t *a, const int *idx, uint8_t *recv,
@@ -24,13 +36,7 @@ static hvd_status_t by_cma(hvd_group_t *g, hvd_arena_t *a, const int *idx, uint8
             continue;
         uint64_t addr;
         memcpy(&addr, hvd__arena_data(a, idx[r]), sizeof addr);
-        int err = hvd__cma_read((pid_t)g->cma_pids[r], addr, recv + g->offs[r], g->lens[r]);
-        if (err == ESRCH)
-            st = hvd__error_set(HVD_ERR_PEER_LOST, "%s: rank %d (pid %ld) is gone", what,
-                                hvd__group_peer(g, r), g->cma_pids[r]);
-        else if (err)
-            st = hvd__error_set(HVD_ERR_IO, "%s: reading rank %d's block (pid %ld): %s", what,
-                                hvd__group_peer(g, r), g->cma_pids[r], strerror(err));
+        st = hvd__shm_cma_read(g, r, addr, recv + g->offs[r], g->lens[r], what);
     }
     if (st != HVD_OK)
         return hvd__group_arena_failed(g, st, what);

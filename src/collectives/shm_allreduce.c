@@ -8,9 +8,7 @@
 #include "collectives/shm_coll.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "os/cma.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,15 +97,6 @@ static hvd_status_t sliced(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
  * every peer stay in the L2 cache while they are reduced. */
 #define CMA_PIECE_BYTES ((size_t)64 << 10)
 
-static hvd_status_t cma_failed(hvd_group_t *g, int r, int err, const char *what) {
-    hvd_status_t st =
-        err == ESRCH ? hvd__error_set(HVD_ERR_PEER_LOST, "%s: rank %d (pid %ld) is gone", what,
-                                      hvd__group_peer(g, r), g->cma_pids[r])
-                     : hvd__error_set(HVD_ERR_IO, "%s: reading rank %d's buffer (pid %ld): %s",
-                                      what, hvd__group_peer(g, r), g->cma_pids[r], strerror(err));
-    return hvd__group_arena_failed(g, st, what);
-}
-
 /* Elements [from, from + n) of every rank's input, reduced in group rank order, finished, into
  * out (this rank's output at from): each piece of the peers' inputs is read into scratch,
  * then reduced through an L1 tile (read whole before it is written: send may be recv). */
@@ -128,9 +117,9 @@ static hvd_status_t cma_reduce_slice(hvd_group_t *g, const uint64_t *sends, cons
                 continue;
             }
             uint8_t *buf = bufs + (size_t)r * CMA_PIECE_BYTES;
-            int err = hvd__cma_read((pid_t)g->cma_pids[r], sends[r] + at * esize, buf, k * esize);
-            if (err)
-                return cma_failed(g, r, err, what);
+            hvd_status_t st = hvd__shm_cma_read(g, r, sends[r] + at * esize, buf, k * esize, what);
+            if (st != HVD_OK)
+                return hvd__group_arena_failed(g, st, what);
             src[r] = buf;
         }
         size_t step = TILE_BYTES / esize;
@@ -185,10 +174,10 @@ static hvd_status_t by_cma(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd_s
         if (r == me || g->lens[r] == 0)
             continue;
         size_t off = g->offs[r] * esize;
-        int err = hvd__cma_read((pid_t)g->cma_pids[r], recvs[r] + off, (uint8_t *)recv + off,
-                                g->lens[r] * esize);
-        if (err)
-            return cma_failed(g, r, err, what);
+        st = hvd__shm_cma_read(g, r, recvs[r] + off, (uint8_t *)recv + off, g->lens[r] * esize,
+                               what);
+        if (st != HVD_OK)
+            return hvd__group_arena_failed(g, st, what);
     }
     hvd__arena_flip(a);
     if ((st = hvd__arena_step(a)) != HVD_OK)

@@ -38,6 +38,12 @@ hvd_status_t hvd__shm_adasum(hvd_group_t *g, hvd_arena_t *a, const int *idx, hvd
 void hvd__shm_reduce_into(const hvd_arena_t *a, const int *idx, int p, size_t at, size_t n,
                           hvd_dtype_t w, hvd_reduce_op_t op, uint8_t *dst);
 
+/* len bytes at address addr of group rank r's memory into dst, by cross-memory attach
+ * (g->cma_pids): HVD_OK, or the failure with its message (what: the collective; the rank
+ * gone, or the reason the kernel refused), for the caller to pass to hvd__group_arena_failed. */
+hvd_status_t hvd__shm_cma_read(hvd_group_t *g, int r, uint64_t addr, void *dst, size_t len,
+                               const char *what);
+
 /* Broadcast of bytes from group rank root (valid when sig says so) in arena a: the root
  * writes slot-sized chunks into its slot, one step each (the first carries the agreement),
  * and the others copy each out. */
